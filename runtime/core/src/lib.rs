@@ -1,0 +1,25 @@
+//! `arbor-runtime`: environment state for agent sandboxes.
+//!
+//! - [`store`]: the content-addressed, crash-safe, verified object store.
+//! - [`layer`]: filesystem layers: trees, merge, diff, materialise, squash.
+//! - [`sandbox`]: isolated sandboxes driven by a single-threaded helper process.
+//! - [`snapshot`]: sealing a sandbox's changes into a snapshot; forking N sandboxes.
+//! - [`Runtime`]: ties them together (the CLI's operations).
+//!
+//! No knowledge of tasks, policies or neural networks lives here.
+#![deny(missing_docs)]
+
+pub mod asynchronous;
+mod cleanup;
+pub mod layer;
+mod runtime;
+pub mod sandbox;
+pub mod snapshot;
+pub mod store;
+mod sys;
+
+pub use runtime::{
+    Backend, BackendChoice, DEFAULT_SQUASH_AFTER, DEFAULT_UID_BASE, Result, Runtime, RuntimeError, RuntimeOptions,
+};
+pub use sandbox::{ExecOptions, Observation, Sandbox, SandboxError};
+pub use snapshot::Snapshot;

@@ -1,0 +1,320 @@
+//! The entry point of the library: a [`Runtime`] ties a store to a backend,
+//! the sandbox helper and the limits, and offers the operations of the CLI:
+//! import, open and fork sandboxes, diff, log, checkout.
+
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+
+use crate::layer::{self, Diff, MaterializeReport, OwnerMap};
+use crate::sandbox::{CgroupLimits, HelperCommand, Limits, Sandbox, SandboxError, SystemView};
+use crate::snapshot::Snapshot;
+use crate::store::object::{LayerId, SnapshotId};
+use crate::store::{OwnerMode, Store};
+
+/// Host uid (and gid) that is root inside sandboxes when Arbor runs as real
+/// root. Sandboxes see ids `0..65536`, stored as `BASE..BASE+65536`.
+pub const DEFAULT_UID_BASE: u32 = 0x6000_0000;
+
+/// Chains longer than this are mounted through a squashed layer cached under
+/// the snapshot id (overlayfs stacks at most 500 lower layers).
+pub const DEFAULT_SQUASH_AFTER: usize = 400;
+
+/// Which filesystem backend provides `/workspace`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Backend {
+    /// Overlayfs over the layer chain with a private upper: nothing is copied.
+    Overlay,
+    /// A private materialised copy per sandbox: portable, cost O(workspace).
+    Copy,
+}
+
+/// What to use, before probing.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum BackendChoice {
+    /// Overlay where it works, else copy (with a message on stderr).
+    Auto,
+    /// Exactly this backend.
+    Force(Backend),
+}
+
+impl BackendChoice {
+    /// `ARBOR_BACKEND=overlay|copy` or `Auto`.
+    pub fn from_env() -> Result<Self, RuntimeError> {
+        match std::env::var("ARBOR_BACKEND").ok().as_deref() {
+            None | Some("" | "auto") => Ok(Self::Auto),
+            Some("overlay") => Ok(Self::Force(Backend::Overlay)),
+            Some("copy") => Ok(Self::Force(Backend::Copy)),
+            Some(other) => Err(RuntimeError::BadBackend(other.to_owned())),
+        }
+    }
+}
+
+/// Errors of the runtime module.
+#[derive(Debug, thiserror::Error)]
+pub enum RuntimeError {
+    /// `ARBOR_BACKEND` names no backend.
+    #[error("ARBOR_BACKEND={0:?} is not a backend (use overlay, copy or auto)")]
+    BadBackend(String),
+    /// No home directory could be determined.
+    #[error("no store location: pass --home or set ARBOR_HOME")]
+    NoHome,
+    /// The import source is not a directory.
+    #[error("cannot import {0}: not a directory")]
+    NotADirectory(PathBuf),
+    /// The checkout destination exists and is not empty.
+    #[error("cannot check out into {0}: it exists and is not empty")]
+    DestinationNotEmpty(PathBuf),
+    /// A host filesystem operation failed.
+    #[error("{op} {}: {source}", path.display())]
+    Io {
+        /// What was being done.
+        op: &'static str,
+        /// On what.
+        path: PathBuf,
+        /// The OS error.
+        #[source]
+        source: std::io::Error,
+    },
+    /// A store operation failed.
+    #[error(transparent)]
+    Store(#[from] crate::store::StoreError),
+    /// A layer operation failed.
+    #[error(transparent)]
+    Layer(#[from] layer::LayerError),
+    /// A sandbox operation failed.
+    #[error(transparent)]
+    Sandbox(#[from] SandboxError),
+}
+
+/// Result type of the runtime.
+pub type Result<T, E = RuntimeError> = std::result::Result<T, E>;
+
+/// How to open a [`Runtime`].
+#[derive(Clone, Debug)]
+pub struct RuntimeOptions {
+    /// The store directory.
+    pub home: PathBuf,
+    /// Backend selection.
+    pub backend: BackendChoice,
+    /// The read-only system view.
+    pub system: SystemView,
+    /// Per-action limits.
+    pub limits: Limits,
+    /// Cgroup limits (used when running as real root).
+    pub cgroup: CgroupLimits,
+    /// Host uid that is root inside (real-root mode only).
+    pub uid_base: u32,
+    /// Squash chains longer than this.
+    pub squash_after: usize,
+    /// The helper to spawn; located automatically when `None`.
+    pub helper: Option<HelperCommand>,
+}
+
+impl RuntimeOptions {
+    /// Defaults for a store at `home`, with `ARBOR_BACKEND` honoured.
+    pub fn new(home: impl Into<PathBuf>) -> Result<Self> {
+        Ok(Self {
+            home: home.into(),
+            backend: BackendChoice::from_env()?,
+            system: SystemView::Host,
+            limits: Limits::default(),
+            cgroup: CgroupLimits::default(),
+            uid_base: DEFAULT_UID_BASE,
+            squash_after: DEFAULT_SQUASH_AFTER,
+            helper: None,
+        })
+    }
+
+    /// `$ARBOR_HOME`, else `$XDG_DATA_HOME/arbor`, else `~/.local/share/arbor`.
+    pub fn default_home() -> Result<PathBuf> {
+        if let Some(h) = std::env::var_os("ARBOR_HOME").filter(|h| !h.is_empty()) {
+            return Ok(PathBuf::from(h));
+        }
+        if let Some(d) = std::env::var_os("XDG_DATA_HOME").filter(|h| !h.is_empty()) {
+            return Ok(PathBuf::from(d).join("arbor"));
+        }
+        match std::env::var_os("HOME").filter(|h| !h.is_empty()) {
+            Some(h) => Ok(PathBuf::from(h).join(".local/share/arbor")),
+            None => Err(RuntimeError::NoHome),
+        }
+    }
+}
+
+/// A store plus everything needed to run sandboxes on it. Cheap to clone.
+#[derive(Clone, Debug)]
+pub struct Runtime {
+    inner: Arc<Inner>,
+}
+
+#[derive(Debug)]
+struct Inner {
+    store: Store,
+    options: RuntimeOptions,
+    owners: OwnerMap,
+    /// The backend once decided (probing happens on the first sandbox).
+    backend: Mutex<Option<Backend>>,
+    helper: Mutex<Option<HelperCommand>>,
+    next_run: AtomicU64,
+}
+
+impl Runtime {
+    /// Open (creating if needed) the store at `options.home`.
+    pub fn open(options: RuntimeOptions) -> Result<Self> {
+        let mode = OwnerMode::for_current_user(options.uid_base);
+        let store = Store::open(&options.home, mode)?;
+        let owners = match store.mode() {
+            OwnerMode::Root { uid_base } => OwnerMap::Root { uid_base },
+            OwnerMode::Rootless => OwnerMap::current_user(),
+        };
+        let backend = match options.backend {
+            BackendChoice::Force(b) => Some(b),
+            BackendChoice::Auto => {
+                let fs = std::fs::read_to_string("/proc/filesystems").unwrap_or_default();
+                if fs.lines().any(|l| l.trim_end().ends_with("overlay")) {
+                    None
+                } else {
+                    eprintln!("arbor: overlayfs is not available on this kernel; using the copy backend");
+                    Some(Backend::Copy)
+                }
+            }
+        };
+        Ok(Self {
+            inner: Arc::new(Inner {
+                store,
+                helper: Mutex::new(options.helper.clone()),
+                options,
+                owners,
+                backend: Mutex::new(backend),
+                next_run: AtomicU64::new(0),
+            }),
+        })
+    }
+
+    /// Open the store at `home` with default options.
+    pub fn open_at(home: impl Into<PathBuf>) -> Result<Self> {
+        Self::open(RuntimeOptions::new(home)?)
+    }
+
+    /// The store.
+    pub fn store(&self) -> &Store {
+        &self.inner.store
+    }
+
+    /// The options this runtime was opened with.
+    pub fn options(&self) -> &RuntimeOptions {
+        &self.inner.options
+    }
+
+    /// How host owners of layer files map to owners inside sandboxes.
+    pub fn owner_map(&self) -> OwnerMap {
+        self.inner.owners
+    }
+
+    /// The backend in use (overlay until a sandbox finds it unusable).
+    pub fn backend(&self) -> Backend {
+        self.inner.backend.lock().ok().and_then(|b| *b).unwrap_or(Backend::Overlay)
+    }
+
+    pub(crate) fn helper_command(&self) -> Result<HelperCommand, SandboxError> {
+        let mut guard = self.inner.helper.lock().map_err(|_| SandboxError::Helper("helper lock poisoned".into()))?;
+        if let Some(cmd) = guard.as_ref() {
+            return Ok(cmd.clone());
+        }
+        let cmd = HelperCommand::locate()?;
+        *guard = Some(cmd.clone());
+        Ok(cmd)
+    }
+
+    pub(crate) fn new_run_dir(&self) -> Result<PathBuf, SandboxError> {
+        let n = self.inner.next_run.fetch_add(1, Ordering::Relaxed);
+        let dir = self.store().run_dir().join(format!("{}-{n}", std::process::id()));
+        std::fs::create_dir_all(&dir).map_err(|e| SandboxError::io("create run directory", &dir, e))?;
+        Ok(dir)
+    }
+
+    /// The lower directories for a chain, topmost first: the layer
+    /// directories, or one squashed layer for chains longer than `squash_after`.
+    pub(crate) fn lower_dirs(&self, base: Option<&SnapshotId>, layers: &[LayerId]) -> Result<Vec<PathBuf>, SandboxError> {
+        if layers.is_empty() {
+            let empty = self.store().run_dir().join("empty-lower");
+            std::fs::create_dir_all(&empty).map_err(|e| SandboxError::io("create", &empty, e))?;
+            return Ok(vec![empty]);
+        }
+        if let (Some(base), true) = (base, layers.len() > self.options().squash_after) {
+            return Ok(vec![layer::squash(self.store(), base, layers, &self.owner_map())?]);
+        }
+        Ok(layers.iter().rev().map(|l| self.store().layer_dir(l)).collect())
+    }
+
+    /// Open a sandbox on `snapshot`, probing the backend on first use.
+    pub fn open_sandbox(&self, snapshot: &Snapshot) -> Result<Sandbox> {
+        let manifest = snapshot.manifest();
+        let open = || Sandbox::open(self, Some(*snapshot.id()), manifest.layers.clone(), manifest.session.clone());
+        let decided = self.inner.backend.lock().ok().and_then(|b| *b).is_some();
+        match open() {
+            Ok(sb) => {
+                if !decided && let Ok(mut b) = self.inner.backend.lock() {
+                    b.get_or_insert(Backend::Overlay);
+                }
+                Ok(sb)
+            }
+            Err(SandboxError::Helper(msg)) if !decided && msg.contains("overlay") => {
+                eprintln!("arbor: overlayfs cannot be mounted here ({msg}); using the copy backend");
+                if let Ok(mut b) = self.inner.backend.lock() {
+                    *b = Some(Backend::Copy);
+                }
+                Ok(open()?)
+            }
+            Err(e) => Err(e.into()),
+        }
+    }
+
+    /// Load a snapshot by id.
+    pub fn snapshot(&self, id: &SnapshotId) -> Result<Snapshot> {
+        let manifest = self.store().get_manifest(id)?;
+        Ok(Snapshot::new(self.clone(), *id, manifest))
+    }
+
+    /// Resolve an id, unique id prefix or tag, and load the snapshot.
+    pub fn resolve(&self, what: &str) -> Result<Snapshot> {
+        let id = self.store().resolve(what)?;
+        self.snapshot(&id)
+    }
+
+    /// Added, modified and deleted paths from `a` to `b` (computed from the
+    /// layers' trees; no file is read).
+    pub fn diff(&self, a: &Snapshot, b: &Snapshot) -> Result<Diff> {
+        let va = layer::merge_layers(self.store(), &a.manifest().layers)?;
+        let vb = layer::merge_layers(self.store(), &b.manifest().layers)?;
+        Ok(layer::diff(&va, &vb))
+    }
+
+    /// The chain of snapshots from the root to `snapshot`, root first.
+    pub fn log(&self, snapshot: &Snapshot) -> Result<Vec<Snapshot>> {
+        let mut chain = vec![snapshot.clone()];
+        while let Some(parent) = chain.last().and_then(|s| s.manifest().parent) {
+            chain.push(self.snapshot(&parent)?);
+        }
+        chain.reverse();
+        Ok(chain)
+    }
+
+    /// Materialise `snapshot` into `dest` (absent or empty), verifying every
+    /// layer file against its tree first: a corrupt file fails the checkout
+    /// and names the file.
+    pub fn checkout(&self, snapshot: &Snapshot, dest: &Path) -> Result<MaterializeReport> {
+        if dest.exists() {
+            let mut entries = std::fs::read_dir(dest).map_err(|e| RuntimeError::Io { op: "read", path: dest.to_owned(), source: e })?;
+            if entries.next().is_some() {
+                return Err(RuntimeError::DestinationNotEmpty(dest.to_owned()));
+            }
+        }
+        Ok(layer::materialize(
+            self.store(),
+            &snapshot.manifest().layers,
+            dest,
+            &layer::MaterializeOptions { verify: true, owners: None },
+        )?)
+    }
+}

@@ -1,0 +1,918 @@
+//! The sandbox helper process: single-threaded, spawned (never forked) by the
+//! runtime, it creates the sandbox's namespaces, owns every mount in its
+//! private mount namespace, and runs each action as a fresh process tree.
+//!
+//! Process tree of one action:
+//!
+//! ```text
+//! helper (user, mount, net, uts, ipc namespaces; never changes uid)
+//!  └─ C   unshares mount + pid namespaces; dies with the helper (PDEATHSIG)
+//!      └─ G   pid 1 of a fresh pid namespace: mounts /tmp, /proc, /dev/shm,
+//!         │   pivot_root()s into the sandbox root, reaps, reports leftovers;
+//!         │   dies with C, and its death kills everything in the namespace
+//!         └─ S   the action: becomes root inside, drops capabilities,
+//!                rlimits, no_new_privs, `bash -c` with the session wrapper
+//! ```
+//!
+//! A timeout, a disk-limit breach or the helper's own death kills C, which
+//! cascades through PDEATHSIG to G and from G, by pid-namespace teardown, to
+//! every process the action started.
+
+use std::ffi::CString;
+use std::fs::{self, File};
+use std::io::{Read, Write};
+use std::os::fd::{AsFd, AsRawFd, FromRawFd, OwnedFd};
+use std::os::unix::fs::{DirBuilderExt, PermissionsExt, symlink};
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+use nix::mount::{MntFlags, MsFlags};
+use nix::sched::CloneFlags;
+use nix::sys::resource::{Resource, setrlimit};
+use nix::sys::signal::Signal;
+use nix::sys::wait::{WaitPidFlag, WaitStatus, waitpid};
+use nix::unistd::{ForkResult, Gid, Pid, Uid};
+
+use super::protocol::{
+    ExecRequest, ExecResult, FileOp, FileResult, Limits, ListEntry, Request, Response, Setup, SystemView, WorkspaceMount,
+};
+use crate::store::object::{ExitStatus, SessionState};
+use crate::sys;
+
+/// The descriptor the session wrapper writes the final cwd and environment to.
+const STATE_FD: i32 = 63;
+
+/// Shell text run by `bash -c`: the command runs in this shell (so `cd` and
+/// `export` persist), and the EXIT trap reports the resulting state, including
+/// after `exit N`, without changing the exit status.
+const WRAPPER: &str = r#"__arbor_state() {
+  __arbor_rc=$?
+  { builtin printf '%s\0' "$PWD"; /usr/bin/env -0; } >&63 2>/dev/null
+  builtin exit "$__arbor_rc"
+}
+builtin trap __arbor_state EXIT
+__arbor_cmd=$ARBOR_COMMAND
+builtin unset ARBOR_COMMAND
+builtin eval "$__arbor_cmd"
+"#;
+
+/// Variables bash itself maintains; never part of the session state.
+const SHELL_OWNED_VARS: &[&str] = &["PWD", "OLDPWD", "SHLVL", "_", "__arbor_cmd", "__arbor_rc"];
+
+/// Entry point of the `arbor-sandbox-helper` binary (and of `arbor
+/// __sandbox-helper`). Must run before any thread is started.
+pub fn main() -> ! {
+    let code = match serve() {
+        Ok(()) => 0,
+        Err(e) => {
+            eprintln!("arbor-sandbox-helper: {e}");
+            1
+        }
+    };
+    sys::exit_now(code)
+}
+
+struct Helper {
+    setup: Option<Setup>,
+}
+
+fn serve() -> Result<(), String> {
+    // Take the protocol pipes off fds 0/1 so that nothing else can write to them.
+    let input = nix::unistd::dup(std::io::stdin().as_fd()).map_err(|e| format!("dup stdin: {e}"))?;
+    let output = nix::unistd::dup(std::io::stdout().as_fd()).map_err(|e| format!("dup stdout: {e}"))?;
+    let mut input = File::from(input);
+    let mut output = File::from(output);
+    nix::fcntl::fcntl(&input, nix::fcntl::FcntlArg::F_SETFD(nix::fcntl::FdFlag::FD_CLOEXEC)).map_err(|e| e.to_string())?;
+    nix::fcntl::fcntl(&output, nix::fcntl::FcntlArg::F_SETFD(nix::fcntl::FdFlag::FD_CLOEXEC)).map_err(|e| e.to_string())?;
+    let null = File::open("/dev/null").map_err(|e| format!("open /dev/null: {e}"))?;
+    let mut stdin_fd = std::io::stdin().as_fd().try_clone_to_owned().map_err(|e| e.to_string())?;
+    nix::unistd::dup2(null.as_fd(), &mut stdin_fd).map_err(|e| e.to_string())?;
+    std::mem::forget(stdin_fd);
+    let mut stdout_fd = std::io::stdout().as_fd().try_clone_to_owned().map_err(|e| e.to_string())?;
+    nix::unistd::dup2(std::io::stderr().as_fd(), &mut stdout_fd).map_err(|e| e.to_string())?;
+    std::mem::forget(stdout_fd);
+
+    let mut helper = Helper { setup: None };
+    loop {
+        let Some(req) = super::protocol::read_frame::<_, Request>(&mut input).map_err(|e| format!("read request: {e}"))?
+        else {
+            return Ok(()); // the runtime went away
+        };
+        let resp = match req {
+            Request::Shutdown => {
+                super::protocol::write_frame(&mut output, &Response::Ok).ok();
+                return Ok(());
+            }
+            Request::Unshare => helper.unshare().map(|()| Response::Unshared),
+            Request::Setup(setup) => helper.setup(*setup).map(|()| Response::Ok),
+            Request::Exec(req) => helper.exec(&req).map(|r| Response::Exec(Box::new(r))),
+            Request::UnmountWorkspace => helper.unmount_workspace().map(|()| Response::Ok),
+            Request::MountWorkspace(ws) => helper.mount_workspace(&ws).map(|()| Response::Ok),
+            Request::File(op) => helper.file_op(&op).map(Response::File),
+        };
+        let resp = resp.unwrap_or_else(|message| Response::Error { message });
+        super::protocol::write_frame(&mut output, &resp).map_err(|e| format!("write response: {e}"))?;
+    }
+}
+
+fn err<E: std::fmt::Display>(what: impl std::fmt::Display) -> impl FnOnce(E) -> String {
+    move |e| format!("{what}: {e}")
+}
+
+impl Helper {
+    fn unshare(&mut self) -> Result<(), String> {
+        nix::sched::unshare(
+            CloneFlags::CLONE_NEWUSER
+                | CloneFlags::CLONE_NEWNS
+                | CloneFlags::CLONE_NEWNET
+                | CloneFlags::CLONE_NEWUTS
+                | CloneFlags::CLONE_NEWIPC,
+        )
+        .map_err(err("unshare(user, mount, net, uts, ipc namespaces)"))
+    }
+
+    fn setup(&mut self, setup: Setup) -> Result<(), String> {
+        // The runtime reads the workspace through /proc/<helper>/root.
+        rustix::process::set_dumpable_behavior(rustix::process::DumpableBehavior::Dumpable)
+            .map_err(err("prctl(PR_SET_DUMPABLE)"))?;
+        nix::mount::mount(None::<&str>, "/", None::<&str>, MsFlags::MS_REC | MsFlags::MS_PRIVATE, None::<&str>)
+            .map_err(err("make mounts private"))?;
+        nix::unistd::sethostname(&setup.hostname).map_err(err("sethostname"))?;
+        sys::loopback_up().map_err(err("bring up loopback"))?;
+
+        let root = &setup.root_dir;
+        // Creating inodes on a filesystem mounted inside the user namespace
+        // needs an id mapped there; the helper keeps its host id (so it can
+        // reach the store's layers wherever they are), so a child that has
+        // become the sandbox's root builds the system view.
+        in_sandbox_root_child(|| {
+            sys::mount_tmpfs(root, MsFlags::MS_NOSUID, "mode=0755,size=16m").map_err(|e| e.to_string())?;
+            build_system_view(root, &setup.system, &setup.hostname)?;
+            for dir in ["workspace", "tmp", "proc", "dev/shm"] {
+                mkdir(&root.join(dir), 0o755)?;
+            }
+            fs::set_permissions(root.join("tmp"), fs::Permissions::from_mode(0o1777)).map_err(err("chmod /tmp"))
+        })?;
+        mount_workspace_at(&root.join("workspace"), &setup.workspace)?;
+        nix::mount::mount(
+            None::<&str>,
+            root.as_path(),
+            None::<&str>,
+            MsFlags::MS_REMOUNT | MsFlags::MS_RDONLY | MsFlags::MS_NOSUID,
+            Some("mode=0755,size=16m"),
+        )
+        .map_err(err("remount sandbox root read-only"))?;
+        self.setup = Some(setup);
+        Ok(())
+    }
+
+    fn cfg(&self) -> Result<&Setup, String> {
+        self.setup.as_ref().ok_or_else(|| "sandbox is not set up".to_owned())
+    }
+
+    fn unmount_workspace(&mut self) -> Result<(), String> {
+        let target = self.cfg()?.root_dir.join("workspace");
+        nix::mount::umount2(&target, MntFlags::empty()).map_err(err(format!("unmount {}", target.display())))
+    }
+
+    fn mount_workspace(&mut self, ws: &WorkspaceMount) -> Result<(), String> {
+        let target = self.cfg()?.root_dir.join("workspace");
+        mount_workspace_at(&target, ws)?;
+        if let Some(setup) = self.setup.as_mut() {
+            setup.policed_dir = match ws {
+                WorkspaceMount::Overlay { upper, .. } => upper.clone(),
+                WorkspaceMount::Bind { dir } => dir.clone(),
+            };
+            setup.workspace = ws.clone();
+        }
+        Ok(())
+    }
+
+    /// Run a file operation in a forked child that has `chroot`ed into the
+    /// sandbox root and become the sandbox's root user, through a cap-std
+    /// handle on `/workspace`: permissions are checked as inside, new files
+    /// are owned by the sandbox's root, and no path can resolve outside.
+    fn file_op(&mut self, op: &FileOp) -> Result<FileResult, String> {
+        let root = self.cfg()?.root_dir.clone();
+        Ok(in_sandbox_root_child(|| Ok(file_op_as_sandbox_root(&root, op).unwrap_or_else(|message| FileResult::Failed { message })))?)
+    }
+
+    fn exec(&mut self, req: &ExecRequest) -> Result<ExecResult, String> {
+        let setup = self.cfg()?.clone();
+        let pipe = || nix::unistd::pipe2(nix::fcntl::OFlag::O_CLOEXEC).map_err(err("pipe"));
+        let (out_r, out_w) = pipe()?;
+        let (err_r, err_w) = pipe()?;
+        let (st_r, st_w) = pipe()?;
+        let (rep_r, rep_w) = pipe()?;
+        let (life_r, life_w) = pipe()?;
+
+        // Everything the children need is prepared before fork.
+        let mut env: Vec<CString> = Vec::with_capacity(req.env.len() + 1);
+        for (k, v) in &req.env {
+            env.push(CString::new(format!("{k}={v}")).map_err(err("environment variable contains NUL"))?);
+        }
+        env.push(CString::new(format!("ARBOR_COMMAND={}", req.command)).map_err(err("command contains a NUL byte"))?);
+        let argv = [c"bash".to_owned(), c"-c".to_owned(), CString::new(WRAPPER).map_err(err("wrapper"))?];
+        let cwd = CString::new(req.session.cwd.clone()).map_err(err("cwd contains NUL"))?;
+        let helper_pid = nix::unistd::getpid();
+        let child = ActionChild {
+            root: &setup.root_dir,
+            limits: &req.limits,
+            env: &env,
+            argv: &argv,
+            cwd: &cwd,
+            stdout: out_w.as_raw_fd(),
+            stderr: err_w.as_raw_fd(),
+            state: st_w.as_raw_fd(),
+            report: rep_w.as_raw_fd(),
+            life_r: life_r.as_raw_fd(),
+            life_w: life_w.as_raw_fd(),
+            helper_pid,
+        };
+
+        let start = Instant::now();
+        // SAFETY: the helper is single-threaded, so the child may do anything
+        // the parent could; it never returns into the parent's code (it ends
+        // in `_exit`).
+        let c_pid = match unsafe { nix::unistd::fork() }.map_err(err("fork action"))? {
+            ForkResult::Child => sys::exit_now(child.run_c()),
+            ForkResult::Parent { child } => child,
+        };
+        drop((out_w, err_w, st_w, rep_w, life_r, life_w));
+
+        let mut streams = [
+            Stream::new(out_r, req.limits.output_bytes),
+            Stream::new(err_r, req.limits.output_bytes),
+            Stream::new(st_r, 16 << 20),
+            Stream::new(rep_r, 16 << 20),
+        ];
+        let deadline = start + Duration::from_millis(req.timeout_ms);
+        let mut killed: Option<ExitStatus> = None;
+        let mut c_status: Option<WaitStatus> = None;
+        let mut next_size_check = start + Duration::from_millis(100);
+        loop {
+            let open: Vec<usize> = (0..streams.len()).filter(|&i| !streams[i].eof).collect();
+            if open.is_empty() && c_status.is_some() {
+                break;
+            }
+            let now = Instant::now();
+            let wait = if killed.is_none() { deadline.saturating_duration_since(now).min(Duration::from_millis(50)) } else { Duration::from_millis(50) };
+            poll_streams(&mut streams, wait)?;
+            if c_status.is_none() {
+                match waitpid(c_pid, Some(WaitPidFlag::WNOHANG)) {
+                    Ok(WaitStatus::StillAlive) => {}
+                    Ok(status) => c_status = Some(status),
+                    Err(e) => return Err(format!("wait for action: {e}")),
+                }
+            }
+            if c_status.is_none() && killed.is_none() {
+                let now = Instant::now();
+                if now >= deadline {
+                    killed = Some(ExitStatus::Timeout);
+                } else if now >= next_size_check {
+                    next_size_check = now + Duration::from_millis(200);
+                    if crate::layer::dir_size(&setup.policed_dir).unwrap_or(0) > req.limits.upper_bytes {
+                        killed = Some(ExitStatus::DiskLimit);
+                    }
+                }
+                if killed.is_some() {
+                    // Killing C cascades to the whole action (see module docs).
+                    let _ = nix::sys::signal::kill(c_pid, Signal::SIGKILL);
+                }
+            }
+            if c_status.is_some() && open.is_empty() {
+                break;
+            }
+        }
+        let duration_us = u64::try_from(start.elapsed().as_micros()).unwrap_or(u64::MAX);
+        if killed.is_none() && crate::layer::dir_size(&setup.policed_dir).unwrap_or(0) > req.limits.upper_bytes {
+            killed = Some(ExitStatus::DiskLimit);
+        }
+        let [stdout, stderr, state, report] = streams;
+        let report = String::from_utf8_lossy(&report.data).into_owned();
+        let mut lines = report.lines();
+        let shell_status = lines.next().and_then(parse_status);
+        let killed_background: Vec<String> = lines.map(str::to_owned).collect();
+        let exit = match (killed, shell_status) {
+            (Some(k), _) => k,
+            (None, Some(s)) => s,
+            (None, None) => match c_status {
+                Some(WaitStatus::Signaled(_, sig, _)) => ExitStatus::Signal { signal: sig as i32 },
+                Some(WaitStatus::Exited(_, code)) => {
+                    return Err(format!("action supervisor exited with {code} without reporting (see helper stderr)"));
+                }
+                other => return Err(format!("action supervisor ended unexpectedly: {other:?}")),
+            },
+        };
+        let session = if matches!(exit, ExitStatus::Timeout | ExitStatus::DiskLimit) {
+            None
+        } else {
+            parse_session(&state.data, &req.fixed_env)
+        };
+        Ok(ExecResult {
+            stdout: stdout.finish(),
+            stderr: stderr.finish(),
+            exit,
+            duration_us,
+            session,
+            killed_background,
+        })
+    }
+}
+
+/// Run `f` in a forked child that has become the sandbox's root user (uid
+/// and gid 0 inside, no supplementary groups) and send its result back.
+fn in_sandbox_root_child<T, F>(f: F) -> Result<T, String>
+where
+    T: serde::Serialize + for<'de> serde::Deserialize<'de>,
+    F: FnOnce() -> Result<T, String>,
+{
+    let (rd, wr) = nix::unistd::pipe2(nix::fcntl::OFlag::O_CLOEXEC).map_err(err("pipe"))?;
+    // SAFETY: the helper is single-threaded; the child ends in `_exit`.
+    let pid = match unsafe { nix::unistd::fork() }.map_err(err("fork"))? {
+        ForkResult::Child => {
+            drop(rd);
+            let result: Result<T, String> = become_sandbox_root().and_then(|()| f());
+            let mut out = File::from(wr);
+            let code = i32::from(super::protocol::write_frame(&mut out, &result).is_err());
+            sys::exit_now(code)
+        }
+        ForkResult::Parent { child } => child,
+    };
+    drop(wr);
+    let mut input = File::from(rd);
+    let result = super::protocol::read_frame::<_, Result<T, String>>(&mut input);
+    let _ = waitpid(pid, None);
+    match result {
+        Ok(Some(r)) => r,
+        Ok(None) => Err("child exited without a result".to_owned()),
+        Err(e) => Err(format!("child result: {e}")),
+    }
+}
+
+/// uid and gid 0 inside the user namespace, no supplementary groups (where
+/// setgroups is allowed: not in rootless mode).
+fn become_sandbox_root() -> Result<(), String> {
+    nix::unistd::setresgid(Gid::from_raw(0), Gid::from_raw(0), Gid::from_raw(0)).map_err(err("setresgid(0)"))?;
+    let _ = nix::unistd::setgroups(&[]);
+    nix::unistd::setresuid(Uid::from_raw(0), Uid::from_raw(0), Uid::from_raw(0)).map_err(err("setresuid(0)"))
+}
+
+fn file_op_as_sandbox_root(root: &Path, op: &FileOp) -> Result<FileResult, String> {
+    use cap_std::fs::{Dir, OpenOptions, OpenOptionsExt};
+    nix::unistd::chroot(root).map_err(err("chroot into the sandbox root"))?;
+    nix::unistd::chdir("/").map_err(err("chdir /"))?;
+    let ws = Dir::open_ambient_dir("/workspace", cap_std::ambient_authority()).map_err(err("open /workspace"))?;
+    let rel = |p: &str| -> Result<PathBuf, String> {
+        let p = p.trim_start_matches("./");
+        if p.starts_with('/') {
+            return Err(format!("{p}: absolute paths are not accepted; give a path relative to /workspace"));
+        }
+        Ok(PathBuf::from(if p.is_empty() { "." } else { p }))
+    };
+    match op {
+        FileOp::Read { path } => {
+            let data = ws.read(rel(path)?).map_err(err(format!("read {path}")))?;
+            Ok(FileResult::Data { data })
+        }
+        FileOp::Write { path, data, mode } => {
+            let p = rel(path)?;
+            if let Some(parent) = p.parent().filter(|p| !p.as_os_str().is_empty()) {
+                ws.create_dir_all(parent).map_err(err(format!("create parent directories of {path}")))?;
+            }
+            let mut opts = OpenOptions::new();
+            opts.write(true).create(true).truncate(true).mode(*mode);
+            let mut file = ws.open_with(&p, &opts).map_err(err(format!("open {path} for writing")))?;
+            file.write_all(data).map_err(err(format!("write {path}")))?;
+            file.set_permissions(cap_std::fs::Permissions::from_std(fs::Permissions::from_mode(*mode)))
+                .map_err(err(format!("chmod {path}")))?;
+            Ok(FileResult::Done)
+        }
+        FileOp::Delete { path } => {
+            ws.remove_file(rel(path)?).map_err(err(format!("delete {path}")))?;
+            Ok(FileResult::Done)
+        }
+        FileOp::List { path } => {
+            let mut entries = Vec::new();
+            for entry in ws.read_dir(rel(path)?).map_err(err(format!("list {path}")))? {
+                let entry = entry.map_err(err(format!("list {path}")))?;
+                let meta = entry.metadata().map_err(err(format!("stat entry of {path}")))?;
+                let ft = meta.file_type();
+                let kind = if ft.is_symlink() { "symlink" } else if ft.is_dir() { "dir" } else if ft.is_file() { "file" } else { "other" };
+                entries.push(ListEntry {
+                    name: entry.file_name().to_string_lossy().into_owned(),
+                    kind: kind.to_owned(),
+                    size: if ft.is_file() { meta.len() } else { 0 },
+                });
+            }
+            entries.sort_by(|a, b| a.name.cmp(&b.name));
+            Ok(FileResult::Entries { entries })
+        }
+    }
+}
+
+fn parse_status(line: &str) -> Option<ExitStatus> {
+    let (kind, n) = line.split_once(' ')?;
+    let n: i32 = n.trim().parse().ok()?;
+    match kind {
+        "exit" => Some(ExitStatus::Code { code: n }),
+        "signal" => Some(ExitStatus::Signal { signal: n }),
+        _ => None,
+    }
+}
+
+/// Parse `cwd\0K=V\0...` into session state relative to the fixed environment.
+fn parse_session(data: &[u8], fixed: &[(String, String)]) -> Option<SessionState> {
+    if data.is_empty() {
+        return None;
+    }
+    let mut fields = data.split(|&b| b == 0);
+    let cwd = String::from_utf8(fields.next()?.to_vec()).ok()?;
+    if !cwd.starts_with('/') {
+        return None;
+    }
+    let mut env = std::collections::BTreeMap::new();
+    let mut seen = std::collections::BTreeSet::new();
+    for field in fields {
+        if field.is_empty() {
+            continue;
+        }
+        let text = String::from_utf8_lossy(field);
+        let Some((k, v)) = text.split_once('=') else { continue };
+        if SHELL_OWNED_VARS.contains(&k) {
+            continue;
+        }
+        seen.insert(k.to_owned());
+        if fixed.iter().any(|(fk, fv)| fk == k && fv == v) {
+            continue;
+        }
+        env.insert(k.to_owned(), v.to_owned());
+    }
+    let unset = fixed.iter().filter(|(k, _)| !seen.contains(k)).map(|(k, _)| k.clone()).collect();
+    Some(SessionState { cwd, env, unset })
+}
+
+/// One captured pipe.
+struct Stream {
+    fd: OwnedFd,
+    data: Vec<u8>,
+    cap: u64,
+    dropped: u64,
+    eof: bool,
+}
+
+impl Stream {
+    fn new(fd: OwnedFd, cap: u64) -> Self {
+        let _ = nix::fcntl::fcntl(&fd, nix::fcntl::FcntlArg::F_SETFL(nix::fcntl::OFlag::O_NONBLOCK));
+        Self { fd, data: Vec::new(), cap, dropped: 0, eof: false }
+    }
+
+    fn read_available(&mut self) -> Result<(), String> {
+        let mut buf = [0u8; 65536];
+        loop {
+            match nix::unistd::read(&self.fd, &mut buf) {
+                Ok(0) => {
+                    self.eof = true;
+                    return Ok(());
+                }
+                Ok(n) => {
+                    let room = usize::try_from(self.cap.saturating_sub(self.data.len() as u64)).unwrap_or(usize::MAX);
+                    let keep = n.min(room);
+                    self.data.extend_from_slice(&buf[..keep]);
+                    self.dropped += (n - keep) as u64;
+                }
+                Err(nix::errno::Errno::EAGAIN) => return Ok(()),
+                Err(nix::errno::Errno::EINTR) => {}
+                Err(e) => return Err(format!("read action output: {e}")),
+            }
+        }
+    }
+
+    fn finish(mut self) -> Vec<u8> {
+        if self.dropped > 0 {
+            self.data.extend_from_slice(format!("\n[arbor: output truncated, {} bytes dropped]\n", self.dropped).as_bytes());
+        }
+        self.data
+    }
+}
+
+fn poll_streams(streams: &mut [Stream], wait: Duration) -> Result<(), String> {
+    use nix::poll::{PollFd, PollFlags, PollTimeout, poll};
+    let idx: Vec<usize> = (0..streams.len()).filter(|&i| !streams[i].eof).collect();
+    if idx.is_empty() {
+        std::thread::sleep(wait.min(Duration::from_millis(5)));
+        return Ok(());
+    }
+    let ready: Vec<bool> = {
+        let mut fds: Vec<PollFd<'_>> = idx.iter().map(|&i| PollFd::new(streams[i].fd.as_fd(), PollFlags::POLLIN)).collect();
+        let ms = u16::try_from(wait.as_millis()).unwrap_or(u16::MAX);
+        match poll(&mut fds, PollTimeout::from(ms)) {
+            Ok(_) | Err(nix::errno::Errno::EINTR) => {}
+            Err(e) => return Err(format!("poll: {e}")),
+        }
+        fds.iter().map(|f| f.revents().is_some_and(|r| !r.is_empty())).collect()
+    };
+    for (k, &i) in idx.iter().enumerate() {
+        if ready[k] {
+            streams[i].read_available()?;
+        }
+    }
+    Ok(())
+}
+
+fn mkdir(path: &Path, mode: u32) -> Result<(), String> {
+    match fs::DirBuilder::new().mode(mode).create(path) {
+        Ok(()) => Ok(()),
+        Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => Ok(()),
+        Err(e) => Err(format!("mkdir {}: {e}", path.display())),
+    }
+}
+
+fn touch(path: &Path) -> Result<(), String> {
+    File::create(path).map(drop).map_err(err(format!("create {}", path.display())))
+}
+
+fn mount_workspace_at(target: &Path, ws: &WorkspaceMount) -> Result<(), String> {
+    match ws {
+        WorkspaceMount::Overlay { lowers, upper, work } => {
+            let lowers: Vec<&Path> = lowers.iter().map(PathBuf::as_path).collect();
+            sys::mount_overlay(&lowers, upper, work, target).map_err(|e| e.to_string())
+        }
+        WorkspaceMount::Bind { dir } => {
+            nix::mount::mount(Some(dir.as_path()), target, None::<&str>, MsFlags::MS_BIND, None::<&str>)
+                .map_err(err(format!("bind workspace {}", dir.display())))
+        }
+    }
+}
+
+/// `/etc` entries bound read-only from the host (when present).
+const HOST_ETC: &[&str] = &[
+    "ld.so.cache",
+    "ld.so.conf",
+    "ld.so.conf.d",
+    "alternatives",
+    "ssl",
+    "ca-certificates",
+    "ca-certificates.conf",
+    "mime.types",
+    "protocols",
+    "services",
+    "os-release",
+    "debian_version",
+    "perl",
+    "python3",
+    "python3.11",
+    "bash.bashrc",
+    "inputrc",
+    "localtime",
+];
+
+/// Top-level host directories bound read-only (or recreated as symlinks).
+const HOST_TOP: &[&str] = &["usr", "bin", "sbin", "lib", "lib32", "lib64", "libx32"];
+
+fn replicate(src: &Path, dst: &Path) -> Result<(), String> {
+    let Ok(meta) = fs::symlink_metadata(src) else { return Ok(()) };
+    if meta.file_type().is_symlink() {
+        let target = fs::read_link(src).map_err(err(format!("readlink {}", src.display())))?;
+        symlink(&target, dst).map_err(err(format!("symlink {}", dst.display())))
+    } else if meta.is_dir() {
+        mkdir(dst, 0o755)?;
+        sys::bind_read_only(src, dst).map_err(|e| e.to_string())
+    } else if meta.is_file() {
+        touch(dst)?;
+        sys::bind_read_only(src, dst).map_err(|e| e.to_string())
+    } else {
+        Ok(())
+    }
+}
+
+fn build_system_view(root: &Path, view: &SystemView, hostname: &str) -> Result<(), String> {
+    match view {
+        SystemView::Host => {
+            for name in HOST_TOP {
+                replicate(&Path::new("/").join(name), &root.join(name))?;
+            }
+            let etc = root.join("etc");
+            mkdir(&etc, 0o755)?;
+            for name in HOST_ETC {
+                replicate(&Path::new("/etc").join(name), &etc.join(name))?;
+            }
+        }
+        SystemView::Rootfs { dir } => {
+            let entries = fs::read_dir(dir).map_err(err(format!("read rootfs {}", dir.display())))?;
+            for entry in entries {
+                let entry = entry.map_err(err("read rootfs entry"))?;
+                let name = entry.file_name();
+                if matches!(name.to_str(), Some("proc" | "dev" | "tmp" | "workspace" | "sys" | "etc")) {
+                    continue;
+                }
+                replicate(&entry.path(), &root.join(&name))?;
+            }
+            let etc = root.join("etc");
+            mkdir(&etc, 0o755)?;
+            if let Ok(entries) = fs::read_dir(dir.join("etc")) {
+                for entry in entries.flatten() {
+                    let name = entry.file_name();
+                    if matches!(name.to_str(), Some("passwd" | "group" | "hosts" | "hostname" | "resolv.conf" | "nsswitch.conf")) {
+                        continue;
+                    }
+                    replicate(&entry.path(), &etc.join(&name))?;
+                }
+            }
+        }
+    }
+    let etc = root.join("etc");
+    let files: [(&str, String); 6] = [
+        ("passwd", "root:x:0:0:root:/tmp/home:/bin/bash\nnobody:x:65534:65534:nobody:/nonexistent:/usr/sbin/nologin\n".into()),
+        ("group", "root:x:0:\nnogroup:x:65534:\n".into()),
+        ("hosts", format!("127.0.0.1\tlocalhost {hostname}\n::1\tlocalhost ip6-localhost\n")),
+        ("hostname", format!("{hostname}\n")),
+        ("resolv.conf", String::new()),
+        ("nsswitch.conf", "passwd: files\ngroup: files\nshadow: files\nhosts: files\n".into()),
+    ];
+    for (name, content) in files {
+        fs::write(etc.join(name), content).map_err(err(format!("write /etc/{name}")))?;
+    }
+    let dev = root.join("dev");
+    mkdir(&dev, 0o755)?;
+    for name in ["null", "zero", "full", "random", "urandom", "tty"] {
+        let dst = dev.join(name);
+        touch(&dst)?;
+        nix::mount::mount(Some(&Path::new("/dev").join(name)), &dst, None::<&str>, MsFlags::MS_BIND, None::<&str>)
+            .map_err(err(format!("bind /dev/{name}")))?;
+    }
+    for (name, target) in [("fd", "/proc/self/fd"), ("stdin", "/proc/self/fd/0"), ("stdout", "/proc/self/fd/1"), ("stderr", "/proc/self/fd/2")] {
+        symlink(target, dev.join(name)).map_err(err(format!("symlink /dev/{name}")))?;
+    }
+    Ok(())
+}
+
+/// What the forked children of one action need; prepared before `fork`.
+struct ActionChild<'a> {
+    root: &'a Path,
+    limits: &'a Limits,
+    env: &'a [CString],
+    argv: &'a [CString],
+    cwd: &'a CString,
+    stdout: i32,
+    stderr: i32,
+    state: i32,
+    report: i32,
+    /// Read end of C's lifeline: G sees it hang up once C is gone.
+    life_r: i32,
+    /// Write end of the lifeline, held open by C alone.
+    life_w: i32,
+    helper_pid: Pid,
+}
+
+impl ActionChild<'_> {
+    /// C: new mount + pid namespaces, then supervise G.
+    fn run_c(&self) -> i32 {
+        let fail = |what: &str, e: &dyn std::fmt::Display| {
+            eprintln!("arbor-sandbox-helper: action: {what}: {e}");
+            70
+        };
+        if let Err(e) = rustix::process::set_parent_process_death_signal(Some(rustix::process::Signal::KILL)) {
+            return fail("PDEATHSIG", &e);
+        }
+        if nix::unistd::getppid() != self.helper_pid {
+            return 71;
+        }
+        if let Err(e) = nix::sched::unshare(CloneFlags::CLONE_NEWNS | CloneFlags::CLONE_NEWPID) {
+            return fail("unshare(mount, pid)", &e);
+        }
+        let c_pid = nix::unistd::getpid();
+        // SAFETY: C is single-threaded (a fork of the single-threaded helper).
+        match unsafe { nix::unistd::fork() } {
+            Err(e) => fail("fork init", &e),
+            Ok(ForkResult::Child) => sys::exit_now(self.run_g(c_pid)),
+            Ok(ForkResult::Parent { child }) => loop {
+                match waitpid(child, None) {
+                    Ok(WaitStatus::Exited(_, code)) => return code,
+                    Ok(WaitStatus::Signaled(..)) => return 72,
+                    Ok(_) | Err(nix::errno::Errno::EINTR) => {}
+                    Err(e) => return fail("wait init", &e),
+                }
+            },
+        }
+    }
+
+    /// G: pid 1 of the action's pid namespace.
+    fn run_g(&self, c_pid: Pid) -> i32 {
+        let fail = |what: &str, e: &dyn std::fmt::Display| {
+            eprintln!("arbor-sandbox-helper: action init: {what}: {e}");
+            73
+        };
+        if let Err(e) = rustix::process::set_parent_process_death_signal(Some(rustix::process::Signal::KILL)) {
+            return fail("PDEATHSIG", &e);
+        }
+        let _ = c_pid;
+        // C may have been killed before PDEATHSIG was armed: its lifeline tells.
+        // SAFETY: closing G's inherited copy of the lifeline's write end, which nothing else in G uses.
+        unsafe { libc::close(self.life_w) };
+        let mut pfd = libc::pollfd { fd: self.life_r, events: libc::POLLIN, revents: 0 };
+        // SAFETY: `pfd` is a valid pollfd array of length 1.
+        let n = unsafe { libc::poll(&mut pfd, 1, 0) };
+        if n != 0 {
+            return 74;
+        }
+        let root = self.root;
+        if let Err(e) = sys::mount_tmpfs(&root.join("tmp"), MsFlags::MS_NOSUID | MsFlags::MS_NODEV, "mode=1777,uid=0,gid=0,size=1g") {
+            return fail("mount /tmp", &e);
+        }
+        if let Err(e) = sys::mount_tmpfs(&root.join("dev/shm"), MsFlags::MS_NOSUID | MsFlags::MS_NODEV, "mode=1777,uid=0,gid=0,size=64m") {
+            return fail("mount /dev/shm", &e);
+        }
+        if let Err(e) = nix::mount::mount(
+            Some("proc"),
+            &root.join("proc"),
+            Some("proc"),
+            MsFlags::MS_NOSUID | MsFlags::MS_NODEV | MsFlags::MS_NOEXEC,
+            None::<&str>,
+        ) {
+            return fail("mount /proc", &e);
+        }
+        if let Err(e) = nix::unistd::chdir(root) {
+            return fail("chdir root", &e);
+        }
+        if let Err(e) = nix::unistd::pivot_root(".", ".") {
+            return fail("pivot_root", &e);
+        }
+        if let Err(e) = nix::mount::umount2(".", MntFlags::MNT_DETACH) {
+            return fail("detach old root", &e);
+        }
+        if let Err(e) = nix::unistd::chdir("/") {
+            return fail("chdir /", &e);
+        }
+        // SAFETY: G is single-threaded.
+        let s_pid = match unsafe { nix::unistd::fork() } {
+            Err(e) => return fail("fork action", &e),
+            Ok(ForkResult::Child) => sys::exit_now(self.run_s()),
+            Ok(ForkResult::Parent { child }) => child,
+        };
+        // Reap everything until the action's shell ends.
+        let status = loop {
+            match waitpid(None::<Pid>, None) {
+                Ok(WaitStatus::Exited(pid, code)) if pid == s_pid => break format!("exit {code}"),
+                Ok(WaitStatus::Signaled(pid, sig, _)) if pid == s_pid => break format!("signal {}", sig as i32),
+                Ok(_) | Err(nix::errno::Errno::EINTR) => {}
+                Err(e) => return fail("wait action", &e),
+            }
+        };
+        let mut report = status;
+        report.push('\n');
+        for leftover in list_processes() {
+            report.push_str(&leftover);
+            report.push('\n');
+        }
+        // SAFETY: `report` is a pipe write end inherited from the helper and
+        // owned by this process alone from here on.
+        let mut out = unsafe { File::from_raw_fd(self.report) };
+        let _ = out.write_all(report.as_bytes());
+        // Returning ends pid 1, which kills every leftover process.
+        0
+    }
+
+    /// S: the action itself.
+    fn run_s(&self) -> i32 {
+        let fail = |what: &str, e: &dyn std::fmt::Display| {
+            eprintln!("arbor: sandbox: {what}: {e}");
+            126
+        };
+        if let Err(e) = nix::unistd::setsid() {
+            return fail("setsid", &e);
+        }
+        // stdin from /dev/null, stdout/stderr to the capture pipes, the state fd at 63.
+        let null = match File::open("/dev/null") {
+            Ok(f) => f,
+            Err(e) => return fail("open /dev/null", &e),
+        };
+        for (src, dst) in [(null.as_raw_fd(), 0), (self.stdout, 1), (self.stderr, 2), (self.state, STATE_FD)] {
+            // SAFETY: dup2 onto a fixed descriptor number; the old ones are
+            // either ours to replace (0-2) or unused (63).
+            if unsafe { libc::dup2(src, dst) } < 0 {
+                return fail("dup2", &std::io::Error::last_os_error());
+            }
+        }
+        if let Err(e) = sys::cloexec_from(3) {
+            return fail("close_range", &e);
+        }
+        // Keep the state descriptor across exec.
+        // SAFETY: STATE_FD was just created by dup2 above.
+        if unsafe { libc::fcntl(STATE_FD, libc::F_SETFD, 0) } < 0 {
+            return fail("fcntl state fd", &std::io::Error::last_os_error());
+        }
+        let limits = [
+            (Resource::RLIMIT_NPROC, self.limits.nproc),
+            (Resource::RLIMIT_FSIZE, self.limits.fsize),
+            (Resource::RLIMIT_NOFILE, self.limits.nofile),
+            (Resource::RLIMIT_CPU, self.limits.cpu_seconds),
+            (Resource::RLIMIT_CORE, 0),
+        ];
+        for (res, value) in limits {
+            if let Err(e) = setrlimit(res, value, value) {
+                return fail("setrlimit", &e);
+            }
+        }
+        if let Err(e) = become_sandbox_root() {
+            return fail("become root inside", &e);
+        }
+        for cap in DROPPED_CAPS.iter() {
+            if let Err(e) = rustix::thread::remove_capability_from_bounding_set(cap) {
+                return fail("drop capability", &e);
+            }
+        }
+        if let Err(e) = rustix::thread::set_no_new_privs(true) {
+            return fail("no_new_privs", &e);
+        }
+        let _ = fs::DirBuilder::new().mode(0o700).create("/tmp/home");
+        if nix::unistd::chdir(self.cwd.as_c_str()).is_err() {
+            let _ = nix::unistd::chdir("/workspace");
+        }
+        let e = sys::exec("/bin/bash", self.argv, self.env);
+        fail("exec /bin/bash", &e)
+    }
+}
+
+/// Capabilities removed from the bounding set before the action runs, so the
+/// action (root inside its user namespace) can neither undo the read-only
+/// system view, nor mount, nor touch the network configuration.
+const DROPPED_CAPS: rustix::thread::CapabilitySet = {
+    use rustix::thread::CapabilitySet as C;
+    C::SYS_ADMIN
+        .union(C::SYS_MODULE)
+        .union(C::SYS_BOOT)
+        .union(C::SYS_TIME)
+        .union(C::SYS_RAWIO)
+        .union(C::SYS_RESOURCE)
+        .union(C::SYS_PACCT)
+        .union(C::SYS_TTY_CONFIG)
+        .union(C::NET_ADMIN)
+        .union(C::NET_RAW)
+        .union(C::SETPCAP)
+        .union(C::SETFCAP)
+        .union(C::LINUX_IMMUTABLE)
+        .union(C::AUDIT_CONTROL)
+        .union(C::AUDIT_WRITE)
+        .union(C::AUDIT_READ)
+        .union(C::SYSLOG)
+        .union(C::WAKE_ALARM)
+        .union(C::BLOCK_SUSPEND)
+        .union(C::MAC_OVERRIDE)
+        .union(C::MAC_ADMIN)
+        .union(C::BPF)
+        .union(C::PERFMON)
+        .union(C::CHECKPOINT_RESTORE)
+        .union(C::LEASE)
+        .union(C::MKNOD)
+};
+
+/// Command lines of every process in this pid namespace except pid 1.
+fn list_processes() -> Vec<String> {
+    let mut out = Vec::new();
+    let Ok(entries) = fs::read_dir("/proc") else { return out };
+    let mut pids: Vec<i32> = entries.flatten().filter_map(|e| e.file_name().to_str()?.parse().ok()).collect();
+    pids.sort_unstable();
+    for pid in pids {
+        if pid == 1 {
+            continue;
+        }
+        let mut cmdline = Vec::new();
+        if let Ok(mut f) = File::open(format!("/proc/{pid}/cmdline")) {
+            let _ = f.read_to_end(&mut cmdline);
+        }
+        let text: String = cmdline
+            .split(|&b| b == 0)
+            .filter(|s| !s.is_empty())
+            .map(|s| String::from_utf8_lossy(s).into_owned())
+            .collect::<Vec<_>>()
+            .join(" ");
+        out.push(if text.is_empty() { format!("[pid {pid}]") } else { text });
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn session_state_parses_newlines_and_reports_unsets() {
+        let fixed = vec![("HOME".to_owned(), "/tmp/home".to_owned()), ("TZ".to_owned(), "UTC".to_owned())];
+        let data = b"/workspace/src\0HOME=/tmp/home\0MULTI=a\nb\0PWD=/x\0SHLVL=1\0";
+        let s = parse_session(data, &fixed).unwrap();
+        assert_eq!(s.cwd, "/workspace/src");
+        assert_eq!(s.env.get("MULTI").map(String::as_str), Some("a\nb"));
+        assert!(!s.env.contains_key("PWD") && !s.env.contains_key("HOME"));
+        assert_eq!(s.unset, vec!["TZ".to_owned()]);
+        assert!(parse_session(b"", &fixed).is_none());
+        assert!(parse_session(b"relative\0", &fixed).is_none());
+    }
+
+    #[test]
+    fn status_lines_parse() {
+        assert_eq!(parse_status("exit 3"), Some(ExitStatus::Code { code: 3 }));
+        assert_eq!(parse_status("signal 9"), Some(ExitStatus::Signal { signal: 9 }));
+        assert_eq!(parse_status("garbage"), None);
+    }
+}

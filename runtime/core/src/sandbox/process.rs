@@ -1,0 +1,277 @@
+//! The runtime's end of a helper process: spawning it from a thread that
+//! lives as long as the process (so `PR_SET_PDEATHSIG` fires only when the
+//! runtime dies, never when some worker thread exits), writing its id maps,
+//! putting it in cgroups, and the request/response exchange.
+
+use std::fs::{self, File, OpenOptions};
+use std::io::Write;
+use std::os::unix::process::CommandExt;
+use std::path::{Path, PathBuf};
+use std::process::{Child, ChildStdin, ChildStdout, Command, Stdio};
+use std::sync::mpsc;
+use std::sync::{Mutex, OnceLock};
+
+use super::SandboxError;
+use super::protocol::{Request, Response, read_frame, write_frame};
+use crate::store::OwnerMode;
+
+/// How to start the helper: a program and the arguments that put it in helper mode.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct HelperCommand {
+    /// The executable.
+    pub program: PathBuf,
+    /// Arguments (e.g. `["__sandbox-helper"]` for the `arbor` binary itself).
+    pub args: Vec<String>,
+}
+
+impl HelperCommand {
+    /// Find the helper: `$ARBOR_SANDBOX_HELPER`; the `arbor` binary itself
+    /// (`arbor __sandbox-helper`); `arbor-sandbox-helper` next to the current
+    /// executable or one directory up (cargo's `target/*/deps` layout); `$PATH`.
+    pub fn locate() -> Result<Self, SandboxError> {
+        if let Some(p) = std::env::var_os("ARBOR_SANDBOX_HELPER") {
+            return Ok(Self { program: PathBuf::from(p), args: Vec::new() });
+        }
+        let exe = std::env::current_exe().ok();
+        if let Some(exe) = &exe {
+            if exe.file_name().is_some_and(|n| n == "arbor") {
+                return Ok(Self { program: exe.clone(), args: vec!["__sandbox-helper".to_owned()] });
+            }
+            let mut dir = exe.parent();
+            for _ in 0..2 {
+                let Some(d) = dir else { break };
+                let candidate = d.join("arbor-sandbox-helper");
+                if candidate.is_file() {
+                    return Ok(Self { program: candidate, args: Vec::new() });
+                }
+                dir = d.parent();
+            }
+        }
+        if let Some(path) = std::env::var_os("PATH") {
+            for d in std::env::split_paths(&path) {
+                let candidate = d.join("arbor-sandbox-helper");
+                if candidate.is_file() {
+                    return Ok(Self { program: candidate, args: Vec::new() });
+                }
+            }
+        }
+        Err(SandboxError::HelperNotFound)
+    }
+}
+
+type SpawnJob = (Command, mpsc::Sender<std::io::Result<Child>>);
+
+/// Spawn `cmd` from the process-lifetime spawner thread.
+fn spawn_from_stable_thread(cmd: Command) -> std::io::Result<Child> {
+    static SPAWNER: OnceLock<Mutex<mpsc::Sender<SpawnJob>>> = OnceLock::new();
+    let sender = SPAWNER.get_or_init(|| {
+        let (tx, rx) = mpsc::channel::<SpawnJob>();
+        std::thread::Builder::new()
+            .name("arbor-spawner".into())
+            .spawn(move || {
+                for (mut cmd, reply) in rx {
+                    let _ = reply.send(cmd.spawn());
+                }
+            })
+            .map(drop)
+            .ok();
+        Mutex::new(tx)
+    });
+    let (tx, rx) = mpsc::channel();
+    sender
+        .lock()
+        .map_err(|_| std::io::Error::other("spawner lock poisoned"))?
+        .send((cmd, tx))
+        .map_err(|_| std::io::Error::other("spawner thread is gone"))?;
+    rx.recv().map_err(|_| std::io::Error::other("spawner thread dropped the request"))?
+}
+
+/// A live helper process.
+#[derive(Debug)]
+pub struct HelperProcess {
+    child: Child,
+    input: ChildStdin,
+    output: ChildStdout,
+    log: PathBuf,
+    cgroups: Vec<PathBuf>,
+}
+
+impl HelperProcess {
+    /// Spawn the helper, create its namespaces and write its id maps.
+    pub fn start(cmd: &HelperCommand, mode: OwnerMode, log: &Path, limits: &CgroupLimits) -> Result<Self, SandboxError> {
+        let log_file = File::create(log).map_err(|e| SandboxError::io("create helper log", log, e))?;
+        let mut command = Command::new(&cmd.program);
+        command
+            .args(&cmd.args)
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::from(log_file))
+            .env_clear();
+        // SAFETY: the closure runs between fork and exec and only calls
+        // prctl, which is async-signal-safe.
+        unsafe {
+            command.pre_exec(|| {
+                rustix::process::set_parent_process_death_signal(Some(rustix::process::Signal::KILL))
+                    .map_err(std::io::Error::from)
+            });
+        }
+        let mut child = spawn_from_stable_thread(command)
+            .map_err(|e| SandboxError::io("spawn sandbox helper", &cmd.program, e))?;
+        let (Some(input), Some(output)) = (child.stdin.take(), child.stdout.take()) else {
+            return Err(SandboxError::Helper("helper pipes missing".into()));
+        };
+        let mut helper = Self { child, input, output, log: log.to_owned(), cgroups: Vec::new() };
+        match helper.request(&Request::Unshare)? {
+            Response::Unshared => {}
+            other => return Err(helper.unexpected(other)),
+        }
+        helper.write_id_maps(mode)?;
+        if matches!(mode, OwnerMode::Root { .. }) {
+            helper.cgroups = join_cgroups(helper.pid(), limits);
+        }
+        Ok(helper)
+    }
+
+    /// The helper's pid.
+    pub fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
+    /// Cgroup directories the helper (and so every action) was placed in.
+    pub fn cgroups(&self) -> &[PathBuf] {
+        &self.cgroups
+    }
+
+    fn write_id_maps(&self, mode: OwnerMode) -> Result<(), SandboxError> {
+        let pid = self.pid();
+        let write = |name: &str, content: &str| -> Result<(), SandboxError> {
+            let path = PathBuf::from(format!("/proc/{pid}/{name}"));
+            let mut f = OpenOptions::new().write(true).open(&path).map_err(|e| SandboxError::io("open", &path, e))?;
+            f.write_all(content.as_bytes()).map_err(|e| SandboxError::io("write id map", &path, e))
+        };
+        match mode {
+            OwnerMode::Root { uid_base } => {
+                write("uid_map", &format!("0 {uid_base} 65536\n"))?;
+                write("gid_map", &format!("0 {uid_base} 65536\n"))?;
+            }
+            OwnerMode::Rootless => {
+                let uid = rustix::process::getuid().as_raw();
+                let gid = rustix::process::getgid().as_raw();
+                write("setgroups", "deny\n")?;
+                write("uid_map", &format!("0 {uid} 1\n"))?;
+                write("gid_map", &format!("0 {gid} 1\n"))?;
+            }
+        }
+        Ok(())
+    }
+
+    /// Send one request and wait for its response. A dead helper is a runtime fault.
+    pub fn request(&mut self, req: &Request) -> Result<Response, SandboxError> {
+        if let Err(e) = write_frame(&mut self.input, req) {
+            return Err(self.died(&e.to_string()));
+        }
+        match read_frame::<_, Response>(&mut self.output) {
+            Ok(Some(Response::Error { message })) => Err(SandboxError::Helper(message)),
+            Ok(Some(resp)) => Ok(resp),
+            Ok(None) => Err(self.died("it closed its output")),
+            Err(e) => Err(self.died(&e.to_string())),
+        }
+    }
+
+    /// Turn an unexpected response into an error.
+    pub fn unexpected(&self, resp: Response) -> SandboxError {
+        SandboxError::Helper(format!("unexpected response from helper: {resp:?}"))
+    }
+
+    fn died(&mut self, what: &str) -> SandboxError {
+        let status = self.child.try_wait().ok().flatten();
+        let log = fs::read_to_string(&self.log).unwrap_or_default();
+        let tail: String = log.lines().rev().take(5).collect::<Vec<_>>().into_iter().rev().collect::<Vec<_>>().join("\n");
+        SandboxError::HelperDied { what: what.to_owned(), status: status.map(|s| s.to_string()), log: tail }
+    }
+
+    /// Kill the helper (and with it every process and mount of the sandbox).
+    pub fn kill(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+        for cg in self.cgroups.drain(..) {
+            for _ in 0..50 {
+                if fs::remove_dir(&cg).is_ok() || !cg.exists() {
+                    break;
+                }
+                std::thread::sleep(std::time::Duration::from_millis(2));
+            }
+        }
+    }
+}
+
+impl Drop for HelperProcess {
+    fn drop(&mut self) {
+        self.kill();
+    }
+}
+
+/// Limits applied through cgroups where the host lets us create them.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct CgroupLimits {
+    /// `pids.max`.
+    pub pids: u64,
+    /// Memory limit in bytes.
+    pub memory_bytes: u64,
+}
+
+impl Default for CgroupLimits {
+    fn default() -> Self {
+        Self { pids: 1024, memory_bytes: 8 << 30 }
+    }
+}
+
+/// Create per-sandbox cgroups (pids, memory), set their limits and move
+/// `pid` into them. Best effort: where the host does not let us, the rlimits
+/// still apply; the list of cgroups joined is reported.
+fn join_cgroups(pid: u32, limits: &CgroupLimits) -> Vec<PathBuf> {
+    let name = format!("arbor-{}-{pid}", std::process::id());
+    let mut joined = Vec::new();
+    let unified = Path::new("/sys/fs/cgroup/cgroup.controllers");
+    if unified.exists() {
+        let dir = Path::new("/sys/fs/cgroup").join(&name);
+        if fs::create_dir(&dir).is_ok() {
+            let _ = fs::write(dir.join("pids.max"), limits.pids.to_string());
+            let _ = fs::write(dir.join("memory.max"), limits.memory_bytes.to_string());
+            if fs::write(dir.join("cgroup.procs"), pid.to_string()).is_ok() {
+                joined.push(dir);
+            } else {
+                let _ = fs::remove_dir(&dir);
+            }
+        }
+        return joined;
+    }
+    let own = fs::read_to_string("/proc/self/cgroup").unwrap_or_default();
+    for (controller, file, value) in
+        [("pids", "pids.max", limits.pids.to_string()), ("memory", "memory.limit_in_bytes", limits.memory_bytes.to_string())]
+    {
+        let base = Path::new("/sys/fs/cgroup").join(controller);
+        if !base.join("tasks").exists() {
+            continue;
+        }
+        let rel = own
+            .lines()
+            .filter_map(|l| {
+                let mut parts = l.splitn(3, ':');
+                let (_, ctrls, path) = (parts.next()?, parts.next()?, parts.next()?);
+                ctrls.split(',').any(|c| c == controller).then(|| path.trim_start_matches('/').to_owned())
+            })
+            .next()
+            .unwrap_or_default();
+        let dir = base.join(rel).join(&name);
+        if fs::create_dir(&dir).is_err() {
+            continue;
+        }
+        if fs::write(dir.join(file), &value).is_ok() && fs::write(dir.join("cgroup.procs"), pid.to_string()).is_ok() {
+            joined.push(dir);
+        } else {
+            let _ = fs::remove_dir(&dir);
+        }
+    }
+    joined
+}

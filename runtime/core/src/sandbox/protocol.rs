@@ -1,0 +1,295 @@
+//! The messages between the runtime and a sandbox helper process.
+//!
+//! Framing on the helper's stdin/stdout: a 4-byte little-endian length, then
+//! that many bytes of JSON. The runtime sends one [`Request`] and waits for one
+//! [`Response`]; the helper never speaks unasked. When the helper's stdin
+//! reaches end of file (the runtime died or dropped the sandbox), the helper
+//! kills whatever action is running and exits, taking its namespaces and
+//! mounts with it.
+
+use std::io::{self, Read, Write};
+use std::path::PathBuf;
+
+use serde::{Deserialize, Serialize};
+
+use crate::store::object::{ExitStatus, SessionState};
+
+/// Largest frame either side accepts (64 MiB: two capped output streams fit easily).
+pub const MAX_FRAME: usize = 64 << 20;
+
+/// How the sandbox's `/workspace` is provided.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "type", rename_all = "snake_case")]
+pub enum WorkspaceMount {
+    /// An overlay of `lowers` (topmost first) with a private `upper`.
+    Overlay {
+        /// Lower layer directories, topmost first.
+        lowers: Vec<PathBuf>,
+        /// The private upper directory.
+        upper: PathBuf,
+        /// Overlayfs work directory (same filesystem as `upper`, empty).
+        work: PathBuf,
+    },
+    /// A plain directory bind-mounted read-write (the copy backend).
+    Bind {
+        /// The directory.
+        dir: PathBuf,
+    },
+}
+
+/// The system view a sandbox sees besides `/workspace` and `/tmp`.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "type", rename_all = "snake_case")]
+pub enum SystemView {
+    /// Read-only binds of the host's `/usr`, `/bin`, `/sbin`, `/lib*` and a
+    /// short list of `/etc` files; generated `passwd`, `group`, `hosts`.
+    Host,
+    /// Every top-level entry of this directory, read-only (except `proc`,
+    /// `dev`, `tmp`, `workspace`, `sys`, which the sandbox provides itself).
+    Rootfs {
+        /// The root filesystem directory.
+        dir: PathBuf,
+    },
+}
+
+/// Per-action resource limits, applied to the action's process tree.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Limits {
+    /// `RLIMIT_NPROC`: processes of the sandbox's user (counted per user namespace).
+    pub nproc: u64,
+    /// `RLIMIT_FSIZE` in bytes: largest file an action may write.
+    pub fsize: u64,
+    /// `RLIMIT_NOFILE`.
+    pub nofile: u64,
+    /// `RLIMIT_CPU` in seconds.
+    pub cpu_seconds: u64,
+    /// Largest size, in bytes, of the private upper layer; checked while an
+    /// action runs and after it ends.
+    pub upper_bytes: u64,
+    /// Bytes kept of each of stdout and stderr; the rest is dropped and a
+    /// truncation mark appended.
+    pub output_bytes: u64,
+}
+
+impl Default for Limits {
+    fn default() -> Self {
+        Self {
+            nproc: 512,
+            fsize: 1 << 30,
+            nofile: 1024,
+            cpu_seconds: 600,
+            upper_bytes: 4 << 30,
+            output_bytes: 1 << 20,
+        }
+    }
+}
+
+/// Everything the helper needs to build the sandbox.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Setup {
+    /// A directory (on the host) the helper mounts the sandbox root on; only
+    /// visible inside the helper's private mount namespace.
+    pub root_dir: PathBuf,
+    /// The workspace.
+    pub workspace: WorkspaceMount,
+    /// The directory whose size is policed (the upper dir, or the copy workspace).
+    pub policed_dir: PathBuf,
+    /// The read-only system view.
+    pub system: SystemView,
+    /// The hostname inside.
+    pub hostname: String,
+    /// Resource limits.
+    pub limits: Limits,
+}
+
+/// A request from the runtime.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+#[serde(tag = "type", rename_all = "snake_case")]
+pub enum Request {
+    /// Sent first: build the namespaces (user, mount, net, uts, ipc) and reply
+    /// [`Response::Unshared`]; the runtime then writes the id maps.
+    Unshare,
+    /// Sent after the id maps are written: become root inside and build the
+    /// mounts described by `Setup`.
+    Setup(Box<Setup>),
+    /// Run one action.
+    Exec(Box<ExecRequest>),
+    /// Unmount the workspace (before its upper directory is sealed).
+    UnmountWorkspace,
+    /// Mount a new workspace (after sealing: the new lower chain and a fresh upper).
+    MountWorkspace(WorkspaceMount),
+    /// A host-side file operation on `/workspace`, performed as the
+    /// sandbox's root through a capability handle rooted at the workspace.
+    File(FileOp),
+    /// Exit cleanly.
+    Shutdown,
+}
+
+/// A file operation of the host-side file API. Paths are relative to
+/// `/workspace`; they are resolved beneath it (no absolute symlinks, no `..`
+/// escapes), by a child of the helper that has also `chroot`ed into the
+/// sandbox root, so a symlink planted by the agent never reaches a host path.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+#[serde(tag = "op", rename_all = "snake_case")]
+pub enum FileOp {
+    /// Read a whole file.
+    Read {
+        /// Relative path.
+        path: String,
+    },
+    /// Create or replace a file (parents are created).
+    Write {
+        /// Relative path.
+        path: String,
+        /// Content.
+        data: Vec<u8>,
+        /// Permission bits.
+        mode: u32,
+    },
+    /// Delete a file or symlink (not a directory).
+    Delete {
+        /// Relative path.
+        path: String,
+    },
+    /// List a directory.
+    List {
+        /// Relative path (`""` or `"."` for the workspace root).
+        path: String,
+    },
+}
+
+/// One entry of a directory listing.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ListEntry {
+    /// File name.
+    pub name: String,
+    /// `file`, `dir`, `symlink` or `other`.
+    pub kind: String,
+    /// Size in bytes (files).
+    pub size: u64,
+}
+
+/// The outcome of a [`FileOp`].
+#[derive(Clone, Debug, Serialize, Deserialize)]
+#[serde(tag = "type", rename_all = "snake_case")]
+pub enum FileResult {
+    /// File content.
+    Data {
+        /// The bytes.
+        data: Vec<u8>,
+    },
+    /// Directory entries, sorted by name.
+    Entries {
+        /// The entries.
+        entries: Vec<ListEntry>,
+    },
+    /// Done (write, delete).
+    Done,
+    /// The operation failed; the message names the path and the reason.
+    Failed {
+        /// What went wrong.
+        message: String,
+    },
+}
+
+/// One action to run.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct ExecRequest {
+    /// Shell text, run by `/bin/bash -c` in the session.
+    pub command: String,
+    /// The session state to start from.
+    pub session: SessionState,
+    /// The full environment to start from (fixed environment with the session applied).
+    pub env: Vec<(String, String)>,
+    /// Wall-clock limit in milliseconds.
+    pub timeout_ms: u64,
+    /// Resource limits.
+    pub limits: Limits,
+    /// Names of fixed-environment variables, so the helper can report unsets.
+    pub fixed_env: Vec<(String, String)>,
+}
+
+/// The result of an action.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct ExecResult {
+    /// Captured stdout (capped, with a truncation mark when capped).
+    pub stdout: Vec<u8>,
+    /// Captured stderr (capped, with a truncation mark when capped).
+    pub stderr: Vec<u8>,
+    /// How the action ended.
+    pub exit: ExitStatus,
+    /// Wall-clock duration in microseconds.
+    pub duration_us: u64,
+    /// The session state after the action, when the shell reported it (it
+    /// does not when the command replaced the shell with `exec` or was killed).
+    pub session: Option<SessionState>,
+    /// Command lines of processes still running when the action's shell
+    /// exited; they were killed.
+    pub killed_background: Vec<String>,
+}
+
+/// A reply from the helper.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+#[serde(tag = "type", rename_all = "snake_case")]
+pub enum Response {
+    /// Namespaces created; write the id maps for this process now.
+    Unshared,
+    /// The request succeeded with nothing to report.
+    Ok,
+    /// An action finished.
+    Exec(Box<ExecResult>),
+    /// A file operation finished (successfully or not).
+    File(FileResult),
+    /// The request failed inside the helper.
+    Error {
+        /// What failed, with the OS error.
+        message: String,
+    },
+}
+
+/// Write one frame.
+pub fn write_frame<W: Write, T: Serialize>(w: &mut W, msg: &T) -> io::Result<()> {
+    let body = serde_json::to_vec(msg).map_err(io::Error::other)?;
+    let len = u32::try_from(body.len()).map_err(|_| io::Error::other("frame too large"))?;
+    w.write_all(&len.to_le_bytes())?;
+    w.write_all(&body)?;
+    w.flush()
+}
+
+/// Read one frame; `Ok(None)` at a clean end of file.
+pub fn read_frame<R: Read, T: for<'de> Deserialize<'de>>(r: &mut R) -> io::Result<Option<T>> {
+    let mut len = [0u8; 4];
+    match r.read_exact(&mut len) {
+        Ok(()) => {}
+        Err(e) if e.kind() == io::ErrorKind::UnexpectedEof => return Ok(None),
+        Err(e) => return Err(e),
+    }
+    let len = u32::from_le_bytes(len) as usize;
+    if len > MAX_FRAME {
+        return Err(io::Error::other(format!("frame of {len} bytes exceeds the {MAX_FRAME}-byte limit")));
+    }
+    let mut body = vec![0u8; len];
+    r.read_exact(&mut body)?;
+    serde_json::from_slice(&body).map(Some).map_err(io::Error::other)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn frames_round_trip_and_reject_oversized() {
+        let mut buf = Vec::new();
+        write_frame(&mut buf, &Request::UnmountWorkspace).unwrap();
+        write_frame(&mut buf, &Request::Shutdown).unwrap();
+        let mut r = &buf[..];
+        assert!(matches!(read_frame::<_, Request>(&mut r).unwrap(), Some(Request::UnmountWorkspace)));
+        assert!(matches!(read_frame::<_, Request>(&mut r).unwrap(), Some(Request::Shutdown)));
+        assert!(read_frame::<_, Request>(&mut r).unwrap().is_none());
+
+        let mut big = Vec::new();
+        big.extend_from_slice(&u32::MAX.to_le_bytes());
+        let err = read_frame::<_, Request>(&mut &big[..]).unwrap_err();
+        assert!(err.to_string().contains("exceeds"), "{err}");
+    }
+}

@@ -1,0 +1,847 @@
+//! The content-addressed store: typed objects named by their blake3 hash,
+//! sealed layer directories, the snapshot index, tags, locking, `fsck` and
+//! `gc`. Several processes may share one store.
+//!
+//! ```text
+//! root/config.json         {"format":1,"mode":"root"|"rootless","uid_base":N}
+//! root/objects/ab/<62 hex> typed objects (see [`object`])
+//! root/layers/<64 hex>/    sealed layer directories (written by the layer module)
+//! root/squash/<64 hex>/    cached flattened layer chain of a snapshot
+//! root/snapshots/<64 hex>  empty index files: a snapshot is listed iff its file exists
+//! root/refs/tags/<name>    the 64-hex snapshot id and "\n"
+//! root/tmp/                temp files and staging dirs "<pid>.<counter>.<random>"
+//! root/run/                live sandbox directories "<pid>-<n>"
+//! root/lock                flock file: gc exclusive, snapshot creation shared
+//! ```
+//!
+//! Every write is temp file → fsync → rename → fsync directory, so killing
+//! the process at any instant leaves a store that `fsck` reports clean.
+//! Every read is verified against the object's hash.
+
+mod fsck;
+mod fsio;
+mod gc;
+pub mod object;
+mod refs;
+
+use std::fs::{self, File, OpenOptions};
+use std::io::Read;
+use std::os::unix::fs::OpenOptionsExt;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use serde::{Deserialize, Serialize};
+
+pub use fsck::{FsckProblem, FsckReport};
+pub use fsio::{FAILPOINTS, atomic_write, failpoint, fsync_dir, hash_file};
+use fsio::{WriteFailpoints, atomic_write_with};
+pub use gc::GcReport;
+pub use object::*;
+
+/// Largest object `get` will load (1 GiB).
+pub const MAX_OBJECT_SIZE: u64 = 1 << 30;
+
+/// Store format version written to `config.json`.
+const STORE_FORMAT: u32 = 1;
+
+/// Errors of store operations; each names the path or id involved.
+#[derive(Debug, thiserror::Error)]
+pub enum StoreError {
+    /// A filesystem operation failed.
+    #[error("cannot {op} {}", path.display())]
+    Io {
+        /// What was being done.
+        op: &'static str,
+        /// The file or directory involved.
+        path: PathBuf,
+        /// The OS error.
+        #[source]
+        source: std::io::Error,
+    },
+    /// The store was created by the other kind of user (root vs rootless).
+    #[error(
+        "store at {store} was written in {} mode ({}); this process runs {} — use a different --home or run as the same kind of user",
+        other_mode(.wanted), mode_detail(other_mode(.wanted)), process_detail(.wanted)
+    )]
+    ModeMismatch {
+        /// The store's root directory.
+        store: String,
+        /// The mode this process asked for (`"root"` or `"rootless"`); the
+        /// store was written in the other one.
+        wanted: String,
+    },
+    /// A root-mode store was created with another host uid base.
+    #[error(
+        "store at {} maps sandbox uids from host uid {store_base}, but this process asked for {wanted_base} — use the same uid base or a different --home",
+        path.display()
+    )]
+    UidBaseMismatch {
+        /// The store's root directory.
+        path: PathBuf,
+        /// The base recorded in `config.json`.
+        store_base: u32,
+        /// The base this process asked for.
+        wanted_base: u32,
+    },
+    /// `config.json` is unreadable or of an unknown format.
+    #[error("bad store config {}: {reason}", path.display())]
+    BadConfig {
+        /// Path of `config.json`.
+        path: PathBuf,
+        /// What is wrong with it.
+        reason: String,
+    },
+    /// No object with this id is stored.
+    #[error("object {id} not found in the store")]
+    NotFound {
+        /// The missing object.
+        id: ObjectId,
+    },
+    /// A stored object failed verification; its bytes are never returned.
+    #[error("object {id} is corrupt ({}): {reason}", path.display())]
+    Corrupt {
+        /// The object asked for.
+        id: ObjectId,
+        /// Its file.
+        path: PathBuf,
+        /// What failed to verify.
+        reason: String,
+    },
+    /// An object is larger than [`MAX_OBJECT_SIZE`].
+    #[error("{what} is {size} bytes, over the store's object limit of {limit} bytes")]
+    ObjectTooLarge {
+        /// The object or file.
+        what: String,
+        /// Its size.
+        size: u64,
+        /// The limit.
+        limit: u64,
+    },
+    /// A tree violates the [`Tree`] invariants.
+    #[error("invalid tree entry {entry:?}: {reason}")]
+    InvalidTree {
+        /// The offending path.
+        entry: String,
+        /// Which rule it breaks.
+        reason: &'static str,
+    },
+    /// Serializing or parsing an object's JSON failed.
+    #[error("cannot encode {what} as JSON")]
+    Json {
+        /// What was being encoded.
+        what: &'static str,
+        /// The serde error.
+        #[source]
+        source: serde_json::Error,
+    },
+    /// A path that had to be a regular file is something else (or a symlink).
+    #[error("{} is not a regular file (symlinks are never followed)", path.display())]
+    NotRegularFile {
+        /// The path.
+        path: PathBuf,
+    },
+    /// A directory to delete has another filesystem mounted inside it.
+    #[error("refusing to delete {}: another filesystem is mounted there", path.display())]
+    MountInside {
+        /// The mount point.
+        path: PathBuf,
+    },
+    /// `resolve` found nothing.
+    #[error("no snapshot, id prefix or tag named {0:?}")]
+    UnknownSnapshot(String),
+    /// `resolve` got a prefix shared by several snapshots.
+    #[error("id prefix {prefix:?} is ambiguous: it matches {}", candidates.iter().map(ObjectId::short).collect::<Vec<_>>().join(", "))]
+    AmbiguousPrefix {
+        /// The prefix given.
+        prefix: String,
+        /// Every listed snapshot it matches.
+        candidates: Vec<SnapshotId>,
+    },
+    /// A tag name breaks the naming rules.
+    #[error(
+        "invalid tag name {0:?}: use 1-100 characters of A-Z a-z 0-9 . _ -, not starting with '.'"
+    )]
+    InvalidTagName(String),
+    /// No tag with this name exists.
+    #[error("no tag named {0:?}")]
+    UnknownTag(String),
+    /// A tag file does not hold a snapshot id.
+    #[error("tag file {} is corrupt: {reason}", path.display())]
+    BadTag {
+        /// The tag file.
+        path: PathBuf,
+        /// What is wrong.
+        reason: String,
+    },
+    /// The snapshot is not listed (removed, or never completed).
+    #[error("snapshot {0} is not listed (removed, collected, or never completed)")]
+    NotListed(SnapshotId),
+    /// gc refused to run because it could not tell what is reachable.
+    #[error("gc refused to run: {0} (run `arbor fsck`, fix or delete the tag, then retry)")]
+    GcRefused(String),
+}
+
+/// Result of store operations.
+pub type Result<T, E = StoreError> = std::result::Result<T, E>;
+
+/// `map_err` adapter building [`StoreError::Io`].
+pub(crate) fn io_err(op: &'static str, path: &Path) -> impl FnOnce(std::io::Error) -> StoreError {
+    let path = path.to_path_buf();
+    move |source| StoreError::Io { op, path, source }
+}
+
+fn other_mode(wanted: &str) -> &'static str {
+    if wanted == "root" { "rootless" } else { "root" }
+}
+
+fn mode_detail(mode: &str) -> &'static str {
+    if mode == "root" {
+        "layers carry host uids from the store's uid base and trusted.* xattrs"
+    } else {
+        "layers carry the caller's uid and user.* xattrs"
+    }
+}
+
+fn process_detail(wanted: &str) -> &'static str {
+    if wanted == "root" {
+        "as real root"
+    } else {
+        "as an unprivileged user"
+    }
+}
+
+/// Which kind of user owns the store's layers; fixed when the store is created.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub enum OwnerMode {
+    /// Run as real root: sandbox uid 0 maps to host uid `uid_base`.
+    Root {
+        /// First host uid of the sandbox's uid range.
+        uid_base: u32,
+    },
+    /// Run by an unprivileged user, who is root inside the sandbox.
+    Rootless,
+}
+
+impl OwnerMode {
+    /// `Root { uid_base }` when the effective uid is 0, else `Rootless`.
+    pub fn for_current_user(uid_base: u32) -> Self {
+        if rustix::process::geteuid().is_root() {
+            Self::Root { uid_base }
+        } else {
+            Self::Rootless
+        }
+    }
+
+    /// `"root"` or `"rootless"`, as written in `config.json`.
+    pub fn name(&self) -> &'static str {
+        match self {
+            Self::Root { .. } => "root",
+            Self::Rootless => "rootless",
+        }
+    }
+}
+
+/// On-disk `config.json`.
+#[derive(Serialize, Deserialize)]
+struct Config {
+    format: u32,
+    mode: String,
+    uid_base: u32,
+}
+
+/// A handle on one store directory. Cheap to clone; `Send + Sync`.
+#[derive(Clone, Debug)]
+pub struct Store {
+    inner: Arc<Inner>,
+}
+
+#[derive(Debug)]
+struct Inner {
+    /// The store's root directory (absolute if given absolute).
+    root: PathBuf,
+    /// The mode recorded in `config.json`; equal to the one asked for.
+    mode: OwnerMode,
+}
+
+/// An flock on `root/lock`, released when dropped.
+#[derive(Debug)]
+pub struct StoreLock {
+    _file: File,
+}
+
+impl Store {
+    /// Open the store at `root`, creating the layout and `config.json` if
+    /// missing. Fails with [`StoreError::ModeMismatch`] if the store was
+    /// written in the other [`OwnerMode`].
+    pub fn open(root: &Path, mode: OwnerMode) -> Result<Store> {
+        for sub in [
+            "objects",
+            "layers",
+            "squash",
+            "snapshots",
+            "refs/tags",
+            "tmp",
+            "run",
+        ] {
+            let p = root.join(sub);
+            fs::create_dir_all(&p).map_err(io_err("create store directory", &p))?;
+        }
+        let store = Store {
+            inner: Arc::new(Inner {
+                root: root.to_path_buf(),
+                mode,
+            }),
+        };
+        let cfg_path = root.join("config.json");
+        if !cfg_path.exists() {
+            let _lock = store.lock_exclusive()?;
+            if !cfg_path.exists() {
+                let (name, uid_base) = match mode {
+                    OwnerMode::Root { uid_base } => ("root", uid_base),
+                    OwnerMode::Rootless => ("rootless", rustix::process::getuid().as_raw()),
+                };
+                let cfg = Config {
+                    format: STORE_FORMAT,
+                    mode: name.into(),
+                    uid_base,
+                };
+                let bytes = serde_json::to_vec(&cfg).map_err(|source| StoreError::Json {
+                    what: "store config",
+                    source,
+                })?;
+                atomic_write(&store.tmp_dir(), &cfg_path, &bytes)?;
+                fsync_dir(root)?;
+                return Ok(store);
+            }
+        }
+        let bytes = fs::read(&cfg_path).map_err(io_err("read", &cfg_path))?;
+        let bad = |reason: String| StoreError::BadConfig {
+            path: cfg_path.clone(),
+            reason,
+        };
+        let cfg: Config = serde_json::from_slice(&bytes).map_err(|e| bad(e.to_string()))?;
+        if cfg.format != STORE_FORMAT {
+            return Err(bad(format!(
+                "format {} (this arbor understands {STORE_FORMAT})",
+                cfg.format
+            )));
+        }
+        if cfg.mode != "root" && cfg.mode != "rootless" {
+            return Err(bad(format!("unknown mode {:?}", cfg.mode)));
+        }
+        if cfg.mode != mode.name() {
+            return Err(StoreError::ModeMismatch {
+                store: root.display().to_string(),
+                wanted: mode.name().into(),
+            });
+        }
+        if let OwnerMode::Root { uid_base } = mode
+            && uid_base != cfg.uid_base
+        {
+            return Err(StoreError::UidBaseMismatch {
+                path: root.to_path_buf(),
+                store_base: cfg.uid_base,
+                wanted_base: uid_base,
+            });
+        }
+        Ok(store)
+    }
+
+    /// The mode the store was written in.
+    pub fn mode(&self) -> OwnerMode {
+        self.inner.mode
+    }
+
+    /// The store's root directory.
+    pub fn root(&self) -> &Path {
+        &self.inner.root
+    }
+
+    /// `layers/<id>`: the sealed directory of a layer.
+    pub fn layer_dir(&self, id: &LayerId) -> PathBuf {
+        self.inner.root.join("layers").join(id.to_hex())
+    }
+
+    /// `squash/<id>`: the cached flattened layer chain of a snapshot.
+    pub fn squash_dir(&self, id: &SnapshotId) -> PathBuf {
+        self.inner.root.join("squash").join(id.to_hex())
+    }
+
+    /// `run/`: where live sandboxes keep their directories (`<pid>-<n>`).
+    pub fn run_dir(&self) -> PathBuf {
+        self.inner.root.join("run")
+    }
+
+    /// `tmp/`: temp files and staging directories, same filesystem as the store.
+    pub fn tmp_dir(&self) -> PathBuf {
+        self.inner.root.join("tmp")
+    }
+
+    /// A fresh path `tmp/<pid>.<counter>.<random><suffix>` (nothing is created).
+    pub fn new_temp_path(&self, suffix: &str) -> PathBuf {
+        self.tmp_dir().join(fsio::temp_name(suffix))
+    }
+
+    /// Path of an object's file: `objects/ab/<62 hex>`.
+    pub fn object_path(&self, id: &ObjectId) -> PathBuf {
+        let hex = id.to_hex();
+        self.inner
+            .root
+            .join("objects")
+            .join(&hex[..2])
+            .join(&hex[2..])
+    }
+
+    /// Whether an object file exists (not verified).
+    pub fn has_object(&self, id: &ObjectId) -> bool {
+        fs::symlink_metadata(self.object_path(id)).is_ok()
+    }
+
+    fn lock(&self, op: rustix::fs::FlockOperation) -> Result<StoreLock> {
+        let path = self.inner.root.join("lock");
+        let file = OpenOptions::new()
+            .read(true)
+            .write(true)
+            .create(true)
+            .truncate(false)
+            .custom_flags(libc::O_CLOEXEC)
+            .open(&path)
+            .map_err(io_err("open lock file", &path))?;
+        rustix::fs::flock(&file, op).map_err(|e| io_err("lock", &path)(e.into()))?;
+        Ok(StoreLock { _file: file })
+    }
+
+    /// Block until a shared lock is held: gc cannot run until it is dropped.
+    /// Take it while creating a snapshot so its fresh objects survive.
+    pub fn lock_shared(&self) -> Result<StoreLock> {
+        self.lock(rustix::fs::FlockOperation::LockShared)
+    }
+
+    /// Block until the exclusive lock is held (gc).
+    pub fn lock_exclusive(&self) -> Result<StoreLock> {
+        self.lock(rustix::fs::FlockOperation::LockExclusive)
+    }
+
+    /// Store an object (idempotent) and return its id, the blake3 of header ‖ payload.
+    pub fn put(&self, kind: ObjectKind, payload: &[u8]) -> Result<ObjectId> {
+        let len = payload.len() as u64;
+        if len > MAX_OBJECT_SIZE {
+            return Err(StoreError::ObjectTooLarge {
+                what: format!("new {kind:?} object"),
+                size: len,
+                limit: MAX_OBJECT_SIZE,
+            });
+        }
+        let mut bytes = Vec::with_capacity(OBJECT_HEADER_LEN + payload.len());
+        bytes.extend_from_slice(&OBJECT_MAGIC);
+        bytes.push(OBJECT_VERSION);
+        bytes.push(kind as u8);
+        bytes.extend_from_slice(&len.to_le_bytes());
+        bytes.extend_from_slice(payload);
+        let id = ObjectId::hash(&bytes);
+        let path = self.object_path(&id);
+        // An existing file of the right size was written by an earlier
+        // complete put (renames are atomic); one of the wrong size is
+        // corrupt and gets replaced.
+        if fs::symlink_metadata(&path).is_ok_and(|m| m.len() == bytes.len() as u64) {
+            return Ok(id);
+        }
+        let fan = path.parent().unwrap_or(&self.inner.root);
+        if !fan.exists() {
+            fs::create_dir_all(fan).map_err(io_err("create object directory", fan))?;
+            fsync_dir(&self.inner.root.join("objects"))?;
+        }
+        let fps = WriteFailpoints {
+            written: "object.tmp-written",
+            fsynced: Some("object.fsynced"),
+            renamed: "object.renamed",
+        };
+        atomic_write_with(&self.tmp_dir(), &path, &bytes, Some(fps))?;
+        Ok(id)
+    }
+
+    /// Load and verify an object, returning its payload. Errors with
+    /// [`StoreError::NotFound`] if absent and [`StoreError::Corrupt`] if
+    /// its header, kind, length or hash is wrong; never returns unverified data.
+    pub fn get(&self, id: &ObjectId, expected: ObjectKind) -> Result<Vec<u8>> {
+        let path = self.object_path(id);
+        let mut bytes = read_capped(&path, id)?;
+        check_object(id, &path, &bytes, Some(expected))?;
+        bytes.drain(..OBJECT_HEADER_LEN);
+        Ok(bytes)
+    }
+
+    /// Store raw bytes as a blob.
+    pub fn put_blob(&self, bytes: &[u8]) -> Result<ObjectId> {
+        self.put(ObjectKind::Blob, bytes)
+    }
+
+    /// Load a verified blob.
+    pub fn get_blob(&self, id: &ObjectId) -> Result<Vec<u8>> {
+        self.get(id, ObjectKind::Blob)
+    }
+
+    /// Validate and store a tree; its id is the layer id.
+    pub fn put_tree(&self, tree: &Tree) -> Result<LayerId> {
+        validate_tree(tree)?;
+        let bytes = serde_json::to_vec(tree).map_err(|source| StoreError::Json {
+            what: "tree",
+            source,
+        })?;
+        self.put(ObjectKind::Tree, &bytes)
+    }
+
+    /// Load a verified, valid tree.
+    pub fn get_tree(&self, id: &LayerId) -> Result<Tree> {
+        let bytes = self.get(id, ObjectKind::Tree)?;
+        let tree: Tree = self.decode(id, &bytes)?;
+        validate_tree(&tree).map_err(|e| self.corrupt(id, e.to_string()))?;
+        Ok(tree)
+    }
+
+    /// Store a manifest; its id is the snapshot id (the snapshot is not listed).
+    pub fn put_manifest(&self, manifest: &Manifest) -> Result<SnapshotId> {
+        let bytes = serde_json::to_vec(manifest).map_err(|source| StoreError::Json {
+            what: "manifest",
+            source,
+        })?;
+        self.put(ObjectKind::Manifest, &bytes)
+    }
+
+    /// Load a verified manifest.
+    pub fn get_manifest(&self, id: &SnapshotId) -> Result<Manifest> {
+        let bytes = self.get(id, ObjectKind::Manifest)?;
+        self.decode(id, &bytes)
+    }
+
+    fn decode<T: serde::de::DeserializeOwned>(&self, id: &ObjectId, bytes: &[u8]) -> Result<T> {
+        serde_json::from_slice(bytes).map_err(|e| self.corrupt(id, format!("bad JSON: {e}")))
+    }
+
+    fn corrupt(&self, id: &ObjectId, reason: String) -> StoreError {
+        StoreError::Corrupt {
+            id: *id,
+            path: self.object_path(id),
+            reason,
+        }
+    }
+}
+
+/// Read an object file, refusing symlinks and files over [`MAX_OBJECT_SIZE`].
+fn read_capped(path: &Path, id: &ObjectId) -> Result<Vec<u8>> {
+    let f = OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC)
+        .open(path)
+        .map_err(|e| match e.kind() {
+            std::io::ErrorKind::NotFound => StoreError::NotFound { id: *id },
+            _ => io_err("open object", path)(e),
+        })?;
+    let size = f.metadata().map_err(io_err("stat object", path))?.len();
+    let cap = MAX_OBJECT_SIZE + OBJECT_HEADER_LEN as u64;
+    if size > cap {
+        return Err(StoreError::ObjectTooLarge {
+            what: path.display().to_string(),
+            size,
+            limit: MAX_OBJECT_SIZE,
+        });
+    }
+    let mut bytes = Vec::with_capacity(usize::try_from(size).unwrap_or(0));
+    f.take(cap + 1)
+        .read_to_end(&mut bytes)
+        .map_err(io_err("read object", path))?;
+    Ok(bytes)
+}
+
+/// Verify header and hash of a whole stored object; returns its kind.
+fn check_object(
+    id: &ObjectId,
+    path: &Path,
+    bytes: &[u8],
+    expected: Option<ObjectKind>,
+) -> Result<ObjectKind> {
+    let corrupt = |reason: String| StoreError::Corrupt {
+        id: *id,
+        path: path.to_path_buf(),
+        reason,
+    };
+    if bytes.len() < OBJECT_HEADER_LEN {
+        return Err(corrupt(format!(
+            "truncated header ({} bytes, need {OBJECT_HEADER_LEN})",
+            bytes.len()
+        )));
+    }
+    if bytes[..4] != OBJECT_MAGIC {
+        return Err(corrupt("bad magic".into()));
+    }
+    if bytes[4] != OBJECT_VERSION {
+        return Err(corrupt(format!("unknown format version {}", bytes[4])));
+    }
+    let Some(kind) = ObjectKind::from_byte(bytes[5]) else {
+        return Err(corrupt(format!("unknown kind byte {}", bytes[5])));
+    };
+    let mut len = [0u8; 8];
+    len.copy_from_slice(&bytes[6..OBJECT_HEADER_LEN]);
+    let len = u64::from_le_bytes(len);
+    let actual = (bytes.len() - OBJECT_HEADER_LEN) as u64;
+    if len != actual {
+        return Err(corrupt(format!(
+            "header says {len} payload bytes, file has {actual}"
+        )));
+    }
+    let got = ObjectId::hash(bytes);
+    if got != *id {
+        return Err(corrupt(format!("content hashes to {got}")));
+    }
+    if let Some(want) = expected
+        && want != kind
+    {
+        return Err(corrupt(format!("is a {kind:?}, expected a {want:?}")));
+    }
+    Ok(kind)
+}
+
+/// Check the [`Tree`] invariants: paths relative, `/`-separated, without
+/// empty, `.` or `..` components, sorted and unique.
+pub fn validate_tree(tree: &Tree) -> Result<()> {
+    let bad = |e: &TreeEntry, reason| {
+        Err(StoreError::InvalidTree {
+            entry: e.path.clone(),
+            reason,
+        })
+    };
+    let mut prev: Option<&str> = None;
+    for e in &tree.entries {
+        if e.path.starts_with('/') {
+            return bad(e, "path is absolute");
+        }
+        if e.path.contains('\0') {
+            return bad(e, "path contains a NUL byte");
+        }
+        if e.path
+            .split('/')
+            .any(|c| c.is_empty() || c == "." || c == "..")
+        {
+            return bad(e, "path has an empty, '.' or '..' component");
+        }
+        if prev.is_some_and(|p| p >= e.path.as_str()) {
+            return bad(e, "entries are not sorted by path or a path repeats");
+        }
+        prev = Some(&e.path);
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+pub(crate) mod tests {
+    use super::*;
+
+    pub(crate) fn store() -> (tempfile::TempDir, Store) {
+        let d = tempfile::tempdir().unwrap();
+        let s = Store::open(&d.path().join("store"), OwnerMode::Rootless).unwrap();
+        (d, s)
+    }
+
+    pub(crate) fn manifest(parent: Option<SnapshotId>, layers: Vec<LayerId>) -> Manifest {
+        Manifest {
+            layers,
+            session: SessionState::default(),
+            parent,
+            action: None,
+            observations: vec![],
+            created_at: 1,
+            killed_background: vec![],
+        }
+    }
+
+    fn flip(path: &Path, at: usize) {
+        use std::os::unix::fs::PermissionsExt;
+        fs::set_permissions(path, fs::Permissions::from_mode(0o644)).unwrap();
+        let mut b = fs::read(path).unwrap();
+        b[at] ^= 0x01;
+        fs::write(path, b).unwrap();
+    }
+
+    #[test]
+    fn put_get_roundtrip_and_idempotent() {
+        let (_d, s) = store();
+        let id = s.put_blob(b"hello").unwrap();
+        assert_eq!(s.put_blob(b"hello").unwrap(), id);
+        assert_eq!(s.get_blob(&id).unwrap(), b"hello");
+        let m = manifest(None, vec![]);
+        let mid = s.put_manifest(&m).unwrap();
+        assert_eq!(s.get_manifest(&mid).unwrap(), m);
+        assert_ne!(s.put(ObjectKind::Tree, b"hello").unwrap(), id);
+        assert!(matches!(
+            s.get_blob(&ObjectId([7; 32])),
+            Err(StoreError::NotFound { .. })
+        ));
+    }
+
+    #[test]
+    fn flipped_byte_is_corrupt_and_fsck_reports_it() {
+        let (_d, s) = store();
+        let id = s.put_blob(b"some content").unwrap();
+        let path = s.object_path(&id);
+        flip(&path, OBJECT_HEADER_LEN + 3);
+        let err = s.get_blob(&id).unwrap_err();
+        assert!(matches!(err, StoreError::Corrupt { .. }), "{err}");
+        assert!(err.to_string().contains(&path.display().to_string()));
+        let report = s.fsck().unwrap();
+        assert!(!report.is_clean());
+        assert!(
+            report.problems[0]
+                .object_or_path
+                .contains(&id.to_hex()[2..])
+        );
+    }
+
+    #[test]
+    fn truncated_header_and_wrong_kind() {
+        let (_d, s) = store();
+        let id = s.put_blob(b"x").unwrap();
+        assert!(matches!(
+            s.get_tree(&id),
+            Err(StoreError::Corrupt { reason, .. }) if reason.contains("expected a Tree")
+        ));
+        fs::write(s.object_path(&id), b"ARBO\x01").unwrap();
+        assert!(matches!(
+            s.get_blob(&id),
+            Err(StoreError::Corrupt { reason, .. }) if reason.contains("truncated header")
+        ));
+    }
+
+    #[test]
+    fn invalid_trees_are_refused() {
+        let (_d, s) = store();
+        let e = |p: &str| TreeEntry {
+            path: p.into(),
+            mode: 0o644,
+            uid: 0,
+            gid: 0,
+            kind: EntryKind::Whiteout,
+        };
+        for entries in [
+            vec![e("b"), e("a")],
+            vec![e("a"), e("a")],
+            vec![e("/a")],
+            vec![e("a/../b")],
+            vec![e("a//b")],
+            vec![e("./a")],
+            vec![e("")],
+        ] {
+            assert!(matches!(
+                s.put_tree(&Tree { entries }),
+                Err(StoreError::InvalidTree { .. })
+            ));
+        }
+        assert!(
+            s.put_tree(&Tree {
+                entries: vec![e("a"), e("a/b")]
+            })
+            .is_ok()
+        );
+    }
+
+    #[test]
+    fn mode_mismatch_is_explained() {
+        let d = tempfile::tempdir().unwrap();
+        Store::open(d.path(), OwnerMode::Rootless).unwrap();
+        let err = Store::open(d.path(), OwnerMode::Root { uid_base: 100_000 }).unwrap_err();
+        let msg = err.to_string();
+        assert!(msg.contains("written in rootless mode"), "{msg}");
+        assert!(msg.contains("runs as real root"), "{msg}");
+        assert!(msg.contains(&d.path().display().to_string()), "{msg}");
+        let d2 = tempfile::tempdir().unwrap();
+        Store::open(d2.path(), OwnerMode::Root { uid_base: 1 }).unwrap();
+        let err = Store::open(d2.path(), OwnerMode::Rootless).unwrap_err();
+        assert!(err.to_string().contains("written in root mode"), "{err}");
+        assert!(matches!(
+            Store::open(d2.path(), OwnerMode::Root { uid_base: 2 }),
+            Err(StoreError::UidBaseMismatch { .. })
+        ));
+        assert!(Store::open(d2.path(), OwnerMode::Root { uid_base: 1 }).is_ok());
+    }
+
+    #[test]
+    fn locks_exclude_each_other() {
+        let (_d, s) = store();
+        let shared = s.lock_shared().unwrap();
+        let _shared2 = s.lock_shared().unwrap();
+        let path = s.root().join("lock");
+        let f = File::open(&path).unwrap();
+        assert!(
+            rustix::fs::flock(&f, rustix::fs::FlockOperation::NonBlockingLockExclusive).is_err()
+        );
+        drop(shared);
+        drop(_shared2);
+        assert!(
+            rustix::fs::flock(&f, rustix::fs::FlockOperation::NonBlockingLockExclusive).is_ok()
+        );
+    }
+
+    /// Re-executed in a child process by `failpoints_leave_fsck_clean`.
+    #[test]
+    fn failpoint_child() {
+        let Some(root) = std::env::var_os("ARBOR_FAILPOINT_STORE") else {
+            return;
+        };
+        let s = Store::open(Path::new(&root), OwnerMode::Rootless).unwrap();
+        let blob = s.put_blob(b"payload").unwrap();
+        let _ = blob;
+        let id = s.put_manifest(&manifest(None, vec![])).unwrap();
+        s.list_snapshot(&id).unwrap();
+        s.set_tag("t", &id).unwrap();
+        s.remove_snapshot(&id).unwrap();
+        s.gc().unwrap();
+    }
+
+    #[test]
+    fn failpoints_leave_fsck_clean() {
+        let exe = std::env::current_exe().unwrap();
+        // libtest names tests by their path without the crate name.
+        let module = module_path!().split_once("::").map_or("", |(_, m)| m);
+        let name = format!("{module}::failpoint_child");
+        for fp in FAILPOINTS {
+            let d = tempfile::tempdir().unwrap();
+            let status = std::process::Command::new(&exe)
+                .args(["--exact", &name, "--test-threads=1"])
+                .env("ARBOR_FAILPOINT", fp)
+                .env("ARBOR_FAILPOINT_STORE", d.path())
+                .stdout(std::process::Stdio::null())
+                .stderr(std::process::Stdio::null())
+                .status()
+                .unwrap();
+            assert_eq!(status.code(), Some(86), "failpoint {fp} was not reached");
+            let s = Store::open(d.path(), OwnerMode::Rootless).unwrap();
+            let report = s.fsck().unwrap();
+            assert!(report.is_clean(), "after {fp}: {:?}", report.problems);
+        }
+    }
+
+    mod proptests {
+        use super::*;
+        use proptest::prelude::*;
+
+        proptest! {
+            #![proptest_config(ProptestConfig::with_cases(48))]
+            #[test]
+            fn blobs_roundtrip_and_corruption_is_detected(
+                data in proptest::collection::vec(any::<u8>(), 0..2048),
+                at in any::<proptest::sample::Index>(),
+                mask in 1u8..=255,
+            ) {
+                let (_d, s) = store();
+                let id = s.put_blob(&data).unwrap();
+                prop_assert_eq!(s.get_blob(&id).unwrap(), data.clone());
+                let path = s.object_path(&id);
+                let mut bytes = fs::read(&path).unwrap();
+                let i = at.index(bytes.len());
+                bytes[i] ^= mask;
+                fs::write(&path, &bytes).unwrap();
+                let corrupt = matches!(s.get_blob(&id), Err(StoreError::Corrupt { .. }));
+                prop_assert!(corrupt);
+            }
+        }
+    }
+}
