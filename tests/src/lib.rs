@@ -8,6 +8,7 @@ use arbor_runtime::{Runtime, RuntimeOptions};
 
 /// A runtime over a fresh store in a temporary directory (kept alive by the
 /// returned guard).
+#[derive(Debug)]
 pub struct TestRuntime {
     /// The runtime.
     pub runtime: Runtime,
@@ -27,9 +28,11 @@ impl TestRuntime {
     }
 }
 
-/// The helper command for tests.
+/// The helper command for tests: `$ARBOR_TEST_HELPER` when set (the
+/// unprivileged test phase runs copies of the binaries), else `helper`.
 pub fn helper_command(helper: &Path) -> HelperCommand {
-    HelperCommand { program: helper.to_owned(), args: Vec::new() }
+    let program = std::env::var_os("ARBOR_TEST_HELPER").map(PathBuf::from).unwrap_or_else(|| helper.to_owned());
+    HelperCommand { program, args: Vec::new() }
 }
 
 /// Options for a runtime on `home` using the test helper binary.
@@ -37,6 +40,38 @@ pub fn options(home: &Path, helper: &Path) -> RuntimeOptions {
     let mut opts = RuntimeOptions::new(home).expect("runtime options");
     opts.helper = Some(helper_command(helper));
     opts
+}
+
+/// Open a runtime on a fresh temporary store with adjusted options.
+pub fn runtime_with(helper: &Path, adjust: impl FnOnce(&mut RuntimeOptions)) -> TestRuntime {
+    let dir = tempfile::Builder::new().prefix("arbor-test-").tempdir().expect("tempdir");
+    let home = dir.path().join("home");
+    let mut opts = options(&home, helper);
+    adjust(&mut opts);
+    let runtime = Runtime::open(opts).expect("open runtime");
+    TestRuntime { runtime, dir }
+}
+
+/// Whether the current process runs as real root.
+pub fn is_root() -> bool {
+    // SAFETY: geteuid has no preconditions and cannot fail.
+    unsafe { libc::geteuid() == 0 }
+}
+
+/// Pids of host processes whose command line contains `needle`.
+pub fn host_pids_matching(needle: &str) -> Vec<u32> {
+    let mut out = Vec::new();
+    let Ok(entries) = std::fs::read_dir("/proc") else { return out };
+    for e in entries.flatten() {
+        let Some(pid) = e.file_name().to_str().and_then(|s| s.parse::<u32>().ok()) else { continue };
+        if let Ok(cmd) = std::fs::read(format!("/proc/{pid}/cmdline")) {
+            let text = String::from_utf8_lossy(&cmd).replace('\0', " ");
+            if text.contains(needle) {
+                out.push(pid);
+            }
+        }
+    }
+    out
 }
 
 /// Open a runtime on a fresh temporary store.

@@ -31,7 +31,9 @@ pub struct MaterializeOptions {
     /// hash regardless.)
     pub verify: bool,
     /// Give entries the host owners that their sandbox owners map to;
-    /// `None` leaves everything owned by the caller.
+    /// `None` leaves everything owned by the caller, and then regular files
+    /// lose their setuid and setgid bits (a checkout run as root must not
+    /// turn a sandbox's file into a setuid-root program on the host).
     pub owners: Option<OwnerMap>,
 }
 
@@ -109,7 +111,12 @@ fn write_chain(
                     })?),
                 };
                 let src = open_source_file(layer_fd, path, &src_path, *size)?;
-                let got = writer.file(path, &src, &src_path, *size, entry.mode, owner)?;
+                let mode = if owner.is_none() {
+                    entry.mode & !0o6000
+                } else {
+                    entry.mode
+                };
+                let got = writer.file(path, &src, &src_path, *size, mode, owner)?;
                 if ObjectId::from(got) != *hash {
                     return Err(LayerError::ContentMismatch {
                         path: src_path,
@@ -176,7 +183,7 @@ pub fn squash(
     owners: &OwnerMap,
 ) -> Result<PathBuf> {
     let target = store.squash_dir(snapshot_id);
-    if target.is_dir() {
+    if is_real_dir(&target) {
         return Ok(target);
     }
     let tmp = store.new_temp_path("squash");
@@ -204,7 +211,7 @@ pub fn squash(
             }
             Ok(target)
         }
-        Err(_) if target.is_dir() => {
+        Err(_) if is_real_dir(&target) => {
             // Lost the race: someone else installed the same content.
             remove_tree(&tmp).map_err(|source| LayerError::Remove { path: tmp, source })?;
             Ok(target)
@@ -218,6 +225,11 @@ pub fn squash(
             })
         }
     }
+}
+
+/// Whether `path` is a directory (not a symlink to one).
+fn is_real_dir(path: &Path) -> bool {
+    std::fs::symlink_metadata(path).is_ok_and(|m| m.is_dir())
 }
 
 /// Rename `from` to `to`, failing if `to` exists.
@@ -331,6 +343,31 @@ pub(crate) mod tests {
             matches!(err, LayerError::DestinationNotEmpty { .. }),
             "{err}"
         );
+    }
+
+    #[test]
+    fn setuid_bits_kept_only_with_owners() {
+        use std::os::unix::fs::PermissionsExt;
+        let tmp = tempfile::tempdir().unwrap();
+        let store = test_store(&tmp.path().join("store"));
+        let owners = OwnerMap::current_user();
+        let l = tmp.path().join("l");
+        std::fs::create_dir(&l).unwrap();
+        std::fs::write(l.join("tool"), b"#!/bin/sh\n").unwrap();
+        std::fs::set_permissions(l.join("tool"), std::fs::Permissions::from_mode(0o4755)).unwrap();
+        let id = install_layer(&store, &l, &owners);
+        let mode_of =
+            |p: &Path| std::fs::symlink_metadata(p).unwrap().permissions().mode() & 0o7777;
+        let kept = tmp.path().join("kept");
+        let opts = MaterializeOptions {
+            verify: false,
+            owners: Some(owners),
+        };
+        materialize(&store, &[id], &kept, &opts).unwrap();
+        assert_eq!(mode_of(&kept.join("tool")), 0o4755);
+        let plain = tmp.path().join("plain");
+        materialize(&store, &[id], &plain, &MaterializeOptions::default()).unwrap();
+        assert_eq!(mode_of(&plain.join("tool")), 0o755);
     }
 
     #[test]
@@ -461,7 +498,7 @@ pub(crate) mod tests {
     }
 
     #[test]
-    fn squash_that_loses_the_race_returns_the_winner() {
+    fn squash_returns_an_installed_entry_and_never_replaces_one() {
         let tmp = tempfile::tempdir().unwrap();
         let store = test_store(&tmp.path().join("store"));
         let owners = OwnerMap::current_user();
@@ -474,14 +511,14 @@ pub(crate) mod tests {
         let winner_tmp = tmp.path().join("winner");
         materialize(&store, &[id], &winner_tmp, &MaterializeOptions::default()).unwrap();
         std::fs::write(winner_tmp.join("marker"), b"w").unwrap();
-        // Install "the winner" after our existence check would have run, by
-        // renaming onto a path the rename will then collide with.
+        // Another process installed its squash first.
         std::fs::create_dir_all(target.parent().unwrap()).unwrap();
         std::fs::rename(&winner_tmp, &target).unwrap();
         let got = squash(&store, &snap, &[id], &owners).unwrap();
         assert_eq!(got, target);
         assert!(target.join("marker").exists());
-        // And the loser path directly:
+        // Had we lost the race after the existence check, our rename would
+        // be refused rather than replace theirs:
         let loser = tmp.path().join("loser");
         std::fs::create_dir(&loser).unwrap();
         std::fs::write(loser.join("f"), b"f").unwrap();

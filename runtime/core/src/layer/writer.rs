@@ -1,5 +1,5 @@
 //! Writing entries into a destination directory through descriptors only:
-//! the shared back end of [`materialize`](super::materialize) and
+//! the shared back end of [`materialize`](fn@super::materialize) and
 //! [`write_delta_layer`](super::write_delta_layer).
 //!
 //! Entries must be written parents first (sorted path order does that).

@@ -194,7 +194,7 @@ impl Helper {
     /// are owned by the sandbox's root, and no path can resolve outside.
     fn file_op(&mut self, op: &FileOp) -> Result<FileResult, String> {
         let root = self.cfg()?.root_dir.clone();
-        Ok(in_sandbox_root_child(|| Ok(file_op_as_sandbox_root(&root, op).unwrap_or_else(|message| FileResult::Failed { message })))?)
+        in_sandbox_root_child(|| Ok(file_op_as_sandbox_root(&root, op).unwrap_or_else(|message| FileResult::Failed { message })))
     }
 
     fn exec(&mut self, req: &ExecRequest) -> Result<ExecResult, String> {

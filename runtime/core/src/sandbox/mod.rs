@@ -234,6 +234,7 @@ impl Sandbox {
             Response::Ok => {}
             other => return Err(helper.unexpected(other)),
         }
+        record_base(&run_dir, base.as_ref())?;
         let mut session = session;
         if session.cwd.is_empty() {
             session.cwd = "/workspace".to_owned();
@@ -500,6 +501,7 @@ impl Sandbox {
                 **view = layer::merge_layers(self.runtime.store(), &layers)?;
             }
         }
+        record_base(&self.run_dir, Some(&base))?;
         self.base = Some(base);
         self.layers = layers;
         self.delta_cache = None;
@@ -512,6 +514,14 @@ impl Drop for Sandbox {
         self.helper.kill();
         crate::cleanup::remove_dir_forcefully(&self.run_dir);
     }
+}
+
+/// Record the base snapshot in the run directory so that `gc` keeps the
+/// mounted chain alive while this sandbox runs.
+fn record_base(run_dir: &Path, base: Option<&SnapshotId>) -> Result<()> {
+    let Some(base) = base else { return Ok(()) };
+    let path = run_dir.join("base");
+    std::fs::write(&path, base.to_hex()).map_err(|e| SandboxError::io("write", &path, e))
 }
 
 fn mkdir(path: &Path) -> Result<()> {

@@ -58,7 +58,9 @@ impl Store {
     pub fn gc(&self) -> Result<GcReport> {
         let _lock = self.lock_exclusive()?;
         let tags = self.tags()?;
-        let reach = self.reach(tags.values().copied(), true)?;
+        // Live sandboxes are roots too: their lower chains are mounted.
+        let live = self.live_sandbox_bases()?;
+        let reach = self.reach(tags.values().copied().chain(live), true)?;
         let mut rep = GcReport::default();
         let dev = fs::metadata(self.root())
             .map_err(io_err("stat", self.root()))?
@@ -141,6 +143,24 @@ impl Store {
             }
         }
         Ok(rep)
+    }
+
+    /// Base snapshots of sandboxes whose process is alive (each sandbox keeps
+    /// the id of the snapshot its lower chain belongs to in `run/<pid>-<n>/base`).
+    fn live_sandbox_bases(&self) -> Result<Vec<super::SnapshotId>> {
+        let mut out = Vec::new();
+        for (name, path) in sorted_entries(&self.run_dir())? {
+            if owner_dead(&name, '-', true) {
+                continue;
+            }
+            let Ok(text) = fs::read_to_string(path.join("base")) else { continue };
+            if let Ok(id) = text.trim().parse::<super::SnapshotId>()
+                && self.has_object(&id)
+            {
+                out.push(id);
+            }
+        }
+        Ok(out)
     }
 
     /// Crash-safely delete a directory of the store: make it writable, rename

@@ -407,7 +407,13 @@ impl Store {
             .custom_flags(libc::O_CLOEXEC)
             .open(&path)
             .map_err(io_err("open lock file", &path))?;
-        rustix::fs::flock(&file, op).map_err(|e| io_err("lock", &path)(e.into()))?;
+        loop {
+            match rustix::fs::flock(&file, op) {
+                Ok(()) => break,
+                Err(rustix::io::Errno::INTR) => continue,
+                Err(e) => return Err(io_err("lock", &path)(e.into())),
+            }
+        }
         Ok(StoreLock { _file: file })
     }
 
@@ -664,6 +670,8 @@ pub(crate) mod tests {
 
     #[test]
     fn put_get_roundtrip_and_idempotent() {
+        fn send_sync<T: Send + Sync + Clone>() {}
+        send_sync::<Store>();
         let (_d, s) = store();
         let id = s.put_blob(b"hello").unwrap();
         assert_eq!(s.put_blob(b"hello").unwrap(), id);
