@@ -77,6 +77,8 @@ pub fn host_pids_matching(needle: &str) -> Vec<u32> {
 /// Open a runtime on a fresh temporary store.
 pub fn runtime(helper: &Path) -> TestRuntime {
     let dir = tempfile::Builder::new().prefix("arbor-test-").tempdir().expect("tempdir");
+    std::os::unix::fs::PermissionsExt::set_mode(&mut std::fs::metadata(dir.path()).unwrap().permissions(), 0o755);
+    std::fs::set_permissions(dir.path(), std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
     let home = dir.path().join("home");
     let runtime = Runtime::open(options(&home, helper)).expect("open runtime");
     TestRuntime { runtime, dir }

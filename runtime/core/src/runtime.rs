@@ -162,6 +162,9 @@ impl Runtime {
     /// Open (creating if needed) the store at `options.home`.
     pub fn open(options: RuntimeOptions) -> Result<Self> {
         let mode = OwnerMode::for_current_user(options.uid_base);
+        let mut options = options;
+        options.home = std::path::absolute(&options.home)
+            .map_err(|e| RuntimeError::Io { op: "resolve", path: options.home.clone(), source: e })?;
         let store = Store::open(&options.home, mode)?;
         let owners = match store.mode() {
             OwnerMode::Root { uid_base } => OwnerMap::Root { uid_base },

@@ -74,6 +74,35 @@ pub fn main() -> ! {
 
 struct Helper {
     setup: Option<Setup>,
+    /// The store root, opened while the helper still had its host ids. Every
+    /// store path is then reached as `/proc/self/fd/<fd>/<relative>`, so the
+    /// helper, once it is the sandbox's root (a mapped id, which overlayfs
+    /// requires of its mounter), needs no search permission on the store's
+    /// parent directories (which may be private, like `/root`).
+    store: Option<(OwnedFd, PathBuf)>,
+}
+
+impl Helper {
+    fn via_store(&self, path: &Path) -> PathBuf {
+        match &self.store {
+            Some((fd, root)) => match path.strip_prefix(root) {
+                Ok(rel) => Path::new(&format!("/proc/self/fd/{}", fd.as_raw_fd())).join(rel),
+                Err(_) => path.to_owned(),
+            },
+            None => path.to_owned(),
+        }
+    }
+
+    fn rewrite_workspace(&self, ws: &WorkspaceMount) -> WorkspaceMount {
+        match ws {
+            WorkspaceMount::Overlay { lowers, upper, work } => WorkspaceMount::Overlay {
+                lowers: lowers.iter().map(|l| self.via_store(l)).collect(),
+                upper: self.via_store(upper),
+                work: self.via_store(work),
+            },
+            WorkspaceMount::Bind { dir } => WorkspaceMount::Bind { dir: self.via_store(dir) },
+        }
+    }
 }
 
 fn serve() -> Result<(), String> {
@@ -92,7 +121,7 @@ fn serve() -> Result<(), String> {
     nix::unistd::dup2(std::io::stderr().as_fd(), &mut stdout_fd).map_err(|e| e.to_string())?;
     std::mem::forget(stdout_fd);
 
-    let mut helper = Helper { setup: None };
+    let mut helper = Helper { setup: None, store: None };
     loop {
         let Some(req) = super::protocol::read_frame::<_, Request>(&mut input).map_err(|e| format!("read request: {e}"))?
         else {
@@ -132,9 +161,18 @@ impl Helper {
     }
 
     fn setup(&mut self, setup: Setup) -> Result<(), String> {
-        // The runtime reads the workspace through /proc/<helper>/root.
-        rustix::process::set_dumpable_behavior(rustix::process::DumpableBehavior::Dumpable)
-            .map_err(err("prctl(PR_SET_DUMPABLE)"))?;
+        let store = nix::fcntl::open(
+            &setup.store_root,
+            nix::fcntl::OFlag::O_PATH | nix::fcntl::OFlag::O_DIRECTORY | nix::fcntl::OFlag::O_CLOEXEC,
+            nix::sys::stat::Mode::empty(),
+        )
+        .map_err(err(format!("open store {}", setup.store_root.display())))?;
+        self.store = Some((store, setup.store_root.clone()));
+        let mut setup = setup;
+        setup.root_dir = self.via_store(&setup.root_dir);
+        setup.policed_dir = self.via_store(&setup.policed_dir);
+        setup.workspace = self.rewrite_workspace(&setup.workspace);
+        become_sandbox_root()?;
         nix::mount::mount(None::<&str>, "/", None::<&str>, MsFlags::MS_REC | MsFlags::MS_PRIVATE, None::<&str>)
             .map_err(err("make mounts private"))?;
         nix::unistd::sethostname(&setup.hostname).map_err(err("sethostname"))?;
@@ -177,6 +215,7 @@ impl Helper {
 
     fn mount_workspace(&mut self, ws: &WorkspaceMount) -> Result<(), String> {
         let target = self.cfg()?.root_dir.join("workspace");
+        let ws = &self.rewrite_workspace(ws);
         mount_workspace_at(&target, ws)?;
         if let Some(setup) = self.setup.as_mut() {
             setup.policed_dir = match ws {
@@ -678,6 +717,13 @@ impl ActionChild<'_> {
         if nix::unistd::getppid() != self.helper_pid {
             return 71;
         }
+        // Enter the sandbox root first: unshare() carries the cwd over to the
+        // copy of the mount it lives on in the new mount namespace, whereas
+        // the helper's `/proc/self/fd/<store>` paths would keep pointing into
+        // the old one.
+        if let Err(e) = nix::unistd::chdir(self.root) {
+            return fail("chdir sandbox root", &e);
+        }
         if let Err(e) = nix::sched::unshare(CloneFlags::CLONE_NEWNS | CloneFlags::CLONE_NEWPID) {
             return fail("unshare(mount, pid)", &e);
         }
@@ -716,7 +762,8 @@ impl ActionChild<'_> {
         if n != 0 {
             return 74;
         }
-        let root = self.root;
+        // The cwd is the sandbox root in this mount namespace (see run_c).
+        let root = Path::new(".");
         if let Err(e) = sys::mount_tmpfs(&root.join("tmp"), MsFlags::MS_NOSUID | MsFlags::MS_NODEV, "mode=1777,uid=0,gid=0,size=1g") {
             return fail("mount /tmp", &e);
         }
@@ -731,9 +778,6 @@ impl ActionChild<'_> {
             None::<&str>,
         ) {
             return fail("mount /proc", &e);
-        }
-        if let Err(e) = nix::unistd::chdir(root) {
-            return fail("chdir root", &e);
         }
         if let Err(e) = nix::unistd::pivot_root(".", ".") {
             return fail("pivot_root", &e);

@@ -223,6 +223,7 @@ impl Sandbox {
             &runtime.options().cgroup,
         )?;
         let setup = protocol::Setup {
+            store_root: store.root().to_owned(),
             root_dir,
             workspace,
             policed_dir,
@@ -268,7 +269,7 @@ impl Sandbox {
             limits: self.runtime.options().limits.clone(),
             fixed_env: env::fixed_env(),
         };
-        let result = match self.helper.request(&Request::Exec(Box::new(req)))? {
+        let result = match self.helper.request(&Request::Exec(Box::new(req))).map_err(|e| self.helper.with_log(e))? {
             Response::Exec(r) => r,
             other => return Err(self.helper.unexpected(other)),
         };
@@ -465,7 +466,7 @@ impl Sandbox {
             return Err(SandboxError::Helper("the upper directory is gone; open a new sandbox".into()));
         }
         crate::cleanup::remove_dir_forcefully(work);
-        std::fs::create_dir_all(&*work).map_err(|e| SandboxError::io("create", work, e))?;
+        make_upper(upper, work, &self.runtime.owner_map())?;
         let lowers = self.runtime.lower_dirs(self.base.as_ref(), &self.layers)?;
         let ws = WorkspaceMount::Overlay { lowers, upper: upper.clone(), work: work.clone() };
         match self.helper.request(&Request::MountWorkspace(ws))? {
@@ -534,6 +535,9 @@ fn make_upper(upper: &Path, work: &Path, owners: &layer::OwnerMap) -> Result<()>
     mkdir(upper)?;
     mkdir(work)?;
     let (uid, gid) = owners.to_host(0, 0);
-    rustix::fs::chown(upper, Some(rustix::fs::Uid::from_raw(uid)), Some(rustix::fs::Gid::from_raw(gid)))
-        .map_err(|e| SandboxError::io("chown", upper, e.into()))
+    for dir in [upper, work] {
+        rustix::fs::chown(dir, Some(rustix::fs::Uid::from_raw(uid)), Some(rustix::fs::Gid::from_raw(gid)))
+            .map_err(|e| SandboxError::io("chown", dir, e.into()))?;
+    }
+    Ok(())
 }

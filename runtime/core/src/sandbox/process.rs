@@ -178,6 +178,23 @@ impl HelperProcess {
         }
     }
 
+    /// Append the tail of the helper's log to a helper-reported error.
+    pub fn with_log(&self, e: SandboxError) -> SandboxError {
+        match e {
+            SandboxError::Helper(msg) => {
+                let log = fs::read_to_string(&self.log).unwrap_or_default();
+                let tail: Vec<&str> = log.lines().rev().take(3).collect();
+                if tail.is_empty() {
+                    SandboxError::Helper(msg)
+                } else {
+                    let tail: Vec<&str> = tail.into_iter().rev().collect();
+                    SandboxError::Helper(format!("{msg}; helper log: {}", tail.join(" | ")))
+                }
+            }
+            other => other,
+        }
+    }
+
     /// Turn an unexpected response into an error.
     pub fn unexpected(&self, resp: Response) -> SandboxError {
         SandboxError::Helper(format!("unexpected response from helper: {resp:?}"))

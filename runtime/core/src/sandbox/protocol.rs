@@ -19,7 +19,7 @@ pub const MAX_FRAME: usize = 64 << 20;
 
 /// How the sandbox's `/workspace` is provided.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(tag = "type", rename_all = "snake_case")]
+#[serde(tag = "backend", rename_all = "snake_case")]
 pub enum WorkspaceMount {
     /// An overlay of `lowers` (topmost first) with a private `upper`.
     Overlay {
@@ -39,7 +39,7 @@ pub enum WorkspaceMount {
 
 /// The system view a sandbox sees besides `/workspace` and `/tmp`.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(tag = "type", rename_all = "snake_case")]
+#[serde(tag = "view", rename_all = "snake_case")]
 pub enum SystemView {
     /// Read-only binds of the host's `/usr`, `/bin`, `/sbin`, `/lib*` and a
     /// short list of `/etc` files; generated `passwd`, `group`, `hosts`.
@@ -87,6 +87,9 @@ impl Default for Limits {
 /// Everything the helper needs to build the sandbox.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Setup {
+    /// The store's root directory; every other path below it is reached
+    /// through a descriptor the helper opens before it drops its host ids.
+    pub store_root: PathBuf,
     /// A directory (on the host) the helper mounts the sandbox root on; only
     /// visible inside the helper's private mount namespace.
     pub root_dir: PathBuf,
@@ -171,7 +174,7 @@ pub struct ListEntry {
 
 /// The outcome of a [`FileOp`].
 #[derive(Clone, Debug, Serialize, Deserialize)]
-#[serde(tag = "type", rename_all = "snake_case")]
+#[serde(tag = "result", rename_all = "snake_case")]
 pub enum FileResult {
     /// File content.
     Data {
@@ -276,6 +279,27 @@ pub fn read_frame<R: Read, T: for<'de> Deserialize<'de>>(r: &mut R) -> io::Resul
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn every_request_and_response_round_trips() {
+        let ws = WorkspaceMount::Overlay { lowers: vec!["/a".into()], upper: "/u".into(), work: "/w".into() };
+        let requests = [
+            Request::MountWorkspace(ws),
+            Request::File(FileOp::Read { path: "x".into() }),
+            Request::UnmountWorkspace,
+        ];
+        for req in requests {
+            let mut buf = Vec::new();
+            write_frame(&mut buf, &req).unwrap();
+            let back: Request = read_frame(&mut &buf[..]).unwrap().unwrap();
+            assert_eq!(format!("{back:?}"), format!("{req:?}"));
+        }
+        let resp = Response::File(FileResult::Entries { entries: vec![] });
+        let mut buf = Vec::new();
+        write_frame(&mut buf, &resp).unwrap();
+        let back: Response = read_frame(&mut &buf[..]).unwrap().unwrap();
+        assert_eq!(format!("{back:?}"), format!("{resp:?}"));
+    }
 
     #[test]
     fn frames_round_trip_and_reject_oversized() {

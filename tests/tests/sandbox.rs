@@ -1,0 +1,199 @@
+//! Sandbox behaviour end to end: session state, output capping, limits,
+//! background processes, the file API, snapshots and long chains.
+
+use std::path::Path;
+
+use arbor_runtime::ExecOptions;
+use arbor_runtime::store::object::ExitStatus;
+
+const HELPER: &str = env!("CARGO_BIN_EXE_arbor-test-helper");
+
+fn helper() -> &'static Path {
+    Path::new(HELPER)
+}
+
+fn opts() -> ExecOptions {
+    ExecOptions::default()
+}
+
+#[test]
+fn import_fork_exec_snapshot_and_diff() {
+    let t = arbor_tests::runtime(helper());
+    let src = t.scratch("src");
+    arbor_tests::sample_workspace(&src);
+    let snap = t.runtime.import(&src, Some("base")).unwrap();
+    let mut sb = snap.open().unwrap();
+    let obs = sb.exec("cat src/main.py; echo hi > new.txt; id -u; hostname; readlink main-link", &opts()).unwrap();
+    assert_eq!(obs.code(), Some(0), "stderr: {}", String::from_utf8_lossy(&obs.stderr));
+    assert_eq!(obs.stdout_text(), "print('hello from arbor')\n0\narbor\nsrc/main.py\n");
+    let s2 = sb.snapshot().unwrap();
+    assert_eq!(s2.manifest().parent, Some(*snap.id()));
+    assert_eq!(s2.manifest().observations.len(), 1);
+    let d = t.runtime.diff(&snap, &s2).unwrap();
+    assert_eq!(d.added, vec!["new.txt".to_owned()]);
+    assert!(d.modified.is_empty() && d.deleted.is_empty());
+    // The host directory is untouched.
+    assert!(!src.join("new.txt").exists());
+}
+
+#[test]
+fn session_state_survives_actions_robustly() {
+    let t = arbor_tests::runtime(helper());
+    let src = t.scratch("src");
+    arbor_tests::sample_workspace(&src);
+    let snap = t.runtime.import(&src, None).unwrap();
+    let mut sb = snap.open().unwrap();
+    // cd in a subshell does not move the session; a plain cd does, even with `exit 3` after it.
+    sb.exec("(cd src/pkg); export SUB=1", &opts()).unwrap();
+    assert_eq!(sb.session().cwd, "/workspace");
+    let obs = sb.exec("cd src; export MULTI=$'line1\\nline2'; unset TZ; exit 3", &opts()).unwrap();
+    assert_eq!(obs.code(), Some(3));
+    assert_eq!(sb.session().cwd, "/workspace/src");
+    assert_eq!(sb.session().env.get("MULTI").map(String::as_str), Some("line1\nline2"));
+    assert_eq!(sb.session().env.get("SUB").map(String::as_str), Some("1"));
+    assert!(sb.session().unset.contains(&"TZ".to_owned()));
+    let obs = sb.exec("pwd; printf '%s|' \"$MULTI\"; echo \"${TZ-unset}\"", &opts()).unwrap();
+    assert_eq!(obs.stdout_text(), "/workspace/src\nline1\nline2|unset\n");
+    // The session is part of the snapshot: a fork of it starts there.
+    let s2 = sb.snapshot().unwrap();
+    let mut other = s2.open().unwrap();
+    let obs = other.exec("pwd; echo \"$SUB\"", &opts()).unwrap();
+    assert_eq!(obs.stdout_text(), "/workspace/src\n1\n");
+}
+
+#[test]
+fn deterministic_environment_and_fresh_tmp() {
+    let t = arbor_tests::runtime(helper());
+    let src = t.scratch("src");
+    arbor_tests::sample_workspace(&src);
+    let snap = t.runtime.import(&src, None).unwrap();
+    let mut sb = snap.open().unwrap();
+    let obs = sb
+        .exec("echo $TZ $LANG $PYTHONHASHSEED $SOURCE_DATE_EPOCH $HOME; echo $$; echo x > /tmp/scratch", &opts())
+        .unwrap();
+    assert_eq!(obs.stdout_text(), "UTC C.UTF-8 0 946684800 /tmp/home\n2\n");
+    let obs = sb.exec("test -e /tmp/scratch && echo kept || echo fresh", &opts()).unwrap();
+    assert_eq!(obs.stdout_text(), "fresh\n");
+}
+
+#[test]
+fn output_is_capped_with_a_mark() {
+    let t = arbor_tests::runtime_with(helper(), |o| o.limits.output_bytes = 1000);
+    let src = t.scratch("src");
+    arbor_tests::sample_workspace(&src);
+    let mut sb = t.runtime.import(&src, None).unwrap().open().unwrap();
+    let obs = sb.exec("head -c 100000 /dev/zero | tr '\\0' a; echo small >&2", &opts()).unwrap();
+    assert_eq!(obs.code(), Some(0));
+    assert!(obs.stdout.starts_with(&[b'a'; 1000]));
+    let text = obs.stdout_text();
+    assert!(text.contains("[arbor: output truncated, 99000 bytes dropped]"), "{}", &text[1000..]);
+    assert_eq!(obs.stderr, b"small\n");
+}
+
+#[test]
+fn timeout_kills_the_whole_tree() {
+    let t = arbor_tests::runtime(helper());
+    let src = t.scratch("src");
+    arbor_tests::sample_workspace(&src);
+    let mut sb = t.runtime.import(&src, None).unwrap().open().unwrap();
+    // Positive control: the same command with a short sleep completes.
+    let ok = sb.exec("sleep 0.1 & wait; echo done", &ExecOptions { timeout_ms: 10_000 }).unwrap();
+    assert_eq!(ok.stdout_text(), "done\n");
+    let started = std::time::Instant::now();
+    let obs = sb.exec("(sleep 4321.5 &) ; sleep 4321.25 & sleep 4321.75", &ExecOptions { timeout_ms: 500 }).unwrap();
+    assert_eq!(obs.exit, ExitStatus::Timeout);
+    assert!(started.elapsed().as_secs() < 10);
+    std::thread::sleep(std::time::Duration::from_millis(200));
+    assert!(arbor_tests::host_pids_matching("sleep 4321").is_empty(), "sleep processes survived the timeout");
+    // The sandbox keeps working after a timeout.
+    assert_eq!(sb.exec("echo alive", &opts()).unwrap().stdout_text(), "alive\n");
+}
+
+#[test]
+fn background_processes_are_ended_and_listed_in_the_snapshot() {
+    let t = arbor_tests::runtime(helper());
+    let src = t.scratch("src");
+    arbor_tests::sample_workspace(&src);
+    let mut sb = t.runtime.import(&src, None).unwrap().open().unwrap();
+    let obs = sb.exec("sleep 7777 & echo started", &opts()).unwrap();
+    assert_eq!(obs.code(), Some(0));
+    assert_eq!(obs.killed_background, vec!["sleep 7777".to_owned()]);
+    assert!(arbor_tests::host_pids_matching("sleep 7777").is_empty());
+    let snap = sb.snapshot().unwrap();
+    assert_eq!(snap.manifest().killed_background, vec!["sleep 7777".to_owned()]);
+}
+
+#[test]
+fn disk_filling_action_is_stopped_and_the_store_keeps_working() {
+    let t = arbor_tests::runtime_with(helper(), |o| o.limits.upper_bytes = 8 << 20);
+    let src = t.scratch("src");
+    arbor_tests::sample_workspace(&src);
+    let base = t.runtime.import(&src, None).unwrap();
+    let mut sb = base.open().unwrap();
+    // Positive control: a small write is fine.
+    assert_eq!(sb.exec("head -c 100000 /dev/zero > small", &opts()).unwrap().code(), Some(0));
+    let obs = sb.exec("while true; do head -c 1048576 /dev/zero >> big; done", &ExecOptions { timeout_ms: 30_000 }).unwrap();
+    assert_eq!(obs.exit, ExitStatus::DiskLimit);
+    // Another sandbox on the same store works and snapshots fine.
+    let mut other = base.open().unwrap();
+    other.exec("echo ok > ok.txt", &opts()).unwrap();
+    let s = other.snapshot().unwrap();
+    assert!(t.runtime.store().fsck().unwrap().is_clean());
+    assert_eq!(t.runtime.diff(&base, &s).unwrap().added, vec!["ok.txt".to_owned()]);
+}
+
+#[test]
+fn file_api_reads_writes_lists_and_deletes() {
+    let t = arbor_tests::runtime(helper());
+    let src = t.scratch("src");
+    arbor_tests::sample_workspace(&src);
+    let mut sb = t.runtime.import(&src, None).unwrap().open().unwrap();
+    sb.write_file("new/dir/file.txt", b"content\n", 0o640).unwrap();
+    assert_eq!(sb.read_file("new/dir/file.txt").unwrap(), b"content\n");
+    let obs = sb.exec("stat -c '%a %u' new/dir/file.txt; cat new/dir/file.txt", &opts()).unwrap();
+    assert_eq!(obs.stdout_text(), "640 0\ncontent\n");
+    let names: Vec<String> = sb.list_dir("").unwrap().into_iter().map(|e| e.name).collect();
+    assert_eq!(names, ["README.md", "main-link", "new", "src"]);
+    sb.delete_file("README.md").unwrap();
+    assert!(sb.read_file("README.md").is_err());
+    let err = sb.read_file("does/not/exist").unwrap_err().to_string();
+    assert!(err.contains("does/not/exist"), "{err}");
+    let snap = sb.snapshot().unwrap();
+    assert_eq!(snap.manifest().observations.len(), 3);
+}
+
+#[test]
+fn long_chain_of_300_layers_mounts_and_squashes() {
+    let t = arbor_tests::runtime_with(helper(), |o| o.squash_after = 1000);
+    let src = t.scratch("src");
+    std::fs::create_dir_all(&src).unwrap();
+    let mut snap = t.runtime.import(&src, None).unwrap();
+    let mut sb = snap.open().unwrap();
+    for i in 0..300 {
+        sb.write_file(&format!("f{i:03}"), format!("{i}\n").as_bytes(), 0o644).unwrap();
+        snap = sb.snapshot().unwrap();
+    }
+    assert_eq!(snap.manifest().layers.len(), 301);
+    drop(sb);
+    let mut fresh = snap.open().unwrap();
+    let obs = fresh.exec("ls | wc -l; cat f000 f299", &opts()).unwrap();
+    assert_eq!(obs.stdout_text(), "300\n0\n299\n");
+
+    // The same chain through a squashed layer cached under the snapshot id.
+    let opts2 = {
+        let mut o = arbor_tests::options(&t.home(), helper());
+        o.squash_after = 100;
+        o
+    };
+    let rt2 = arbor_runtime::Runtime::open(opts2).unwrap();
+    let snap2 = rt2.snapshot(snap.id()).unwrap();
+    let mut squashed = snap2.open().unwrap();
+    if rt2.backend() == arbor_runtime::Backend::Overlay {
+        assert!(rt2.store().squash_dir(snap.id()).is_dir(), "overlay mounts long chains through the squash cache");
+    }
+    let obs = squashed.exec("ls | wc -l; cat f000 f299", &opts()).unwrap();
+    assert_eq!(obs.stdout_text(), "300\n0\n299\n");
+    squashed.exec("echo more > extra", &opts()).unwrap();
+    let next = squashed.snapshot().unwrap();
+    assert_eq!(next.manifest().layers.len(), 302, "snapshot ids and chains do not change with squashing");
+}
