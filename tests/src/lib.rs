@@ -31,8 +31,13 @@ impl TestRuntime {
 /// The helper command for tests: `$ARBOR_TEST_HELPER` when set (the
 /// unprivileged test phase runs copies of the binaries), else `helper`.
 pub fn helper_command(helper: &Path) -> HelperCommand {
-    let program = std::env::var_os("ARBOR_TEST_HELPER").map(PathBuf::from).unwrap_or_else(|| helper.to_owned());
-    HelperCommand { program, args: Vec::new() }
+    let program = std::env::var_os("ARBOR_TEST_HELPER")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| helper.to_owned());
+    HelperCommand {
+        program,
+        args: Vec::new(),
+    }
 }
 
 /// Options for a runtime on `home` using the test helper binary.
@@ -44,7 +49,10 @@ pub fn options(home: &Path, helper: &Path) -> RuntimeOptions {
 
 /// Open a runtime on a fresh temporary store with adjusted options.
 pub fn runtime_with(helper: &Path, adjust: impl FnOnce(&mut RuntimeOptions)) -> TestRuntime {
-    let dir = tempfile::Builder::new().prefix("arbor-test-").tempdir().expect("tempdir");
+    let dir = tempfile::Builder::new()
+        .prefix("arbor-test-")
+        .tempdir()
+        .expect("tempdir");
     let home = dir.path().join("home");
     let mut opts = options(&home, helper);
     adjust(&mut opts);
@@ -61,9 +69,13 @@ pub fn is_root() -> bool {
 /// Pids of host processes whose command line contains `needle`.
 pub fn host_pids_matching(needle: &str) -> Vec<u32> {
     let mut out = Vec::new();
-    let Ok(entries) = std::fs::read_dir("/proc") else { return out };
+    let Ok(entries) = std::fs::read_dir("/proc") else {
+        return out;
+    };
     for e in entries.flatten() {
-        let Some(pid) = e.file_name().to_str().and_then(|s| s.parse::<u32>().ok()) else { continue };
+        let Some(pid) = e.file_name().to_str().and_then(|s| s.parse::<u32>().ok()) else {
+            continue;
+        };
         if let Ok(cmd) = std::fs::read(format!("/proc/{pid}/cmdline")) {
             let text = String::from_utf8_lossy(&cmd).replace('\0', " ");
             if text.contains(needle) {
@@ -76,9 +88,19 @@ pub fn host_pids_matching(needle: &str) -> Vec<u32> {
 
 /// Open a runtime on a fresh temporary store.
 pub fn runtime(helper: &Path) -> TestRuntime {
-    let dir = tempfile::Builder::new().prefix("arbor-test-").tempdir().expect("tempdir");
-    std::os::unix::fs::PermissionsExt::set_mode(&mut std::fs::metadata(dir.path()).unwrap().permissions(), 0o755);
-    std::fs::set_permissions(dir.path(), std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
+    let dir = tempfile::Builder::new()
+        .prefix("arbor-test-")
+        .tempdir()
+        .expect("tempdir");
+    std::os::unix::fs::PermissionsExt::set_mode(
+        &mut std::fs::metadata(dir.path()).unwrap().permissions(),
+        0o755,
+    );
+    std::fs::set_permissions(
+        dir.path(),
+        std::os::unix::fs::PermissionsExt::from_mode(0o755),
+    )
+    .unwrap();
     let home = dir.path().join("home");
     let runtime = Runtime::open(options(&home, helper)).expect("open runtime");
     TestRuntime { runtime, dir }
@@ -90,6 +112,10 @@ pub fn sample_workspace(dir: &Path) {
     std::fs::write(dir.join("README.md"), "# sample\n").expect("write");
     std::fs::write(dir.join("src/main.py"), "print('hello from arbor')\n").expect("write");
     std::fs::write(dir.join("src/pkg/__init__.py"), "").expect("write");
-    std::fs::write(dir.join("src/pkg/util.py"), "def add(a, b):\n    return a + b\n").expect("write");
+    std::fs::write(
+        dir.join("src/pkg/util.py"),
+        "def add(a, b):\n    return a + b\n",
+    )
+    .expect("write");
     std::os::unix::fs::symlink("src/main.py", dir.join("main-link")).expect("symlink");
 }

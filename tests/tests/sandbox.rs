@@ -23,9 +23,22 @@ fn import_fork_exec_snapshot_and_diff() {
     arbor_tests::sample_workspace(&src);
     let snap = t.runtime.import(&src, Some("base")).unwrap();
     let mut sb = snap.open().unwrap();
-    let obs = sb.exec("cat src/main.py; echo hi > new.txt; id -u; hostname; readlink main-link", &opts()).unwrap();
-    assert_eq!(obs.code(), Some(0), "stderr: {}", String::from_utf8_lossy(&obs.stderr));
-    assert_eq!(obs.stdout_text(), "print('hello from arbor')\n0\narbor\nsrc/main.py\n");
+    let obs = sb
+        .exec(
+            "cat src/main.py; echo hi > new.txt; id -u; hostname; readlink main-link",
+            &opts(),
+        )
+        .unwrap();
+    assert_eq!(
+        obs.code(),
+        Some(0),
+        "stderr: {}",
+        String::from_utf8_lossy(&obs.stderr)
+    );
+    assert_eq!(
+        obs.stdout_text(),
+        "print('hello from arbor')\n0\narbor\nsrc/main.py\n"
+    );
     let s2 = sb.snapshot().unwrap();
     assert_eq!(s2.manifest().parent, Some(*snap.id()));
     assert_eq!(s2.manifest().observations.len(), 1);
@@ -46,13 +59,26 @@ fn session_state_survives_actions_robustly() {
     // cd in a subshell does not move the session; a plain cd does, even with `exit 3` after it.
     sb.exec("(cd src/pkg); export SUB=1", &opts()).unwrap();
     assert_eq!(sb.session().cwd, "/workspace");
-    let obs = sb.exec("cd src; export MULTI=$'line1\\nline2'; unset TZ; exit 3", &opts()).unwrap();
+    let obs = sb
+        .exec(
+            "cd src; export MULTI=$'line1\\nline2'; unset TZ; exit 3",
+            &opts(),
+        )
+        .unwrap();
     assert_eq!(obs.code(), Some(3));
     assert_eq!(sb.session().cwd, "/workspace/src");
-    assert_eq!(sb.session().env.get("MULTI").map(String::as_str), Some("line1\nline2"));
+    assert_eq!(
+        sb.session().env.get("MULTI").map(String::as_str),
+        Some("line1\nline2")
+    );
     assert_eq!(sb.session().env.get("SUB").map(String::as_str), Some("1"));
     assert!(sb.session().unset.contains(&"TZ".to_owned()));
-    let obs = sb.exec("pwd; printf '%s|' \"$MULTI\"; echo \"${TZ-unset}\"", &opts()).unwrap();
+    let obs = sb
+        .exec(
+            "pwd; printf '%s|' \"$MULTI\"; echo \"${TZ-unset}\"",
+            &opts(),
+        )
+        .unwrap();
     assert_eq!(obs.stdout_text(), "/workspace/src\nline1\nline2|unset\n");
     // The session is part of the snapshot: a fork of it starts there.
     let s2 = sb.snapshot().unwrap();
@@ -72,7 +98,9 @@ fn deterministic_environment_and_fresh_tmp() {
         .exec("echo $TZ $LANG $PYTHONHASHSEED $SOURCE_DATE_EPOCH $HOME; echo $$; echo x > /tmp/scratch", &opts())
         .unwrap();
     assert_eq!(obs.stdout_text(), "UTC C.UTF-8 0 946684800 /tmp/home\n2\n");
-    let obs = sb.exec("test -e /tmp/scratch && echo kept || echo fresh", &opts()).unwrap();
+    let obs = sb
+        .exec("test -e /tmp/scratch && echo kept || echo fresh", &opts())
+        .unwrap();
     assert_eq!(obs.stdout_text(), "fresh\n");
 }
 
@@ -82,11 +110,20 @@ fn output_is_capped_with_a_mark() {
     let src = t.scratch("src");
     arbor_tests::sample_workspace(&src);
     let mut sb = t.runtime.import(&src, None).unwrap().open().unwrap();
-    let obs = sb.exec("head -c 100000 /dev/zero | tr '\\0' a; echo small >&2", &opts()).unwrap();
+    let obs = sb
+        .exec(
+            "head -c 100000 /dev/zero | tr '\\0' a; echo small >&2",
+            &opts(),
+        )
+        .unwrap();
     assert_eq!(obs.code(), Some(0));
     assert!(obs.stdout.starts_with(&[b'a'; 1000]));
     let text = obs.stdout_text();
-    assert!(text.contains("[arbor: output truncated, 99000 bytes dropped]"), "{}", &text[1000..]);
+    assert!(
+        text.contains("[arbor: output truncated, 99000 bytes dropped]"),
+        "{}",
+        &text[1000..]
+    );
     assert_eq!(obs.stderr, b"small\n");
 }
 
@@ -97,16 +134,32 @@ fn timeout_kills_the_whole_tree() {
     arbor_tests::sample_workspace(&src);
     let mut sb = t.runtime.import(&src, None).unwrap().open().unwrap();
     // Positive control: the same command with a short sleep completes.
-    let ok = sb.exec("sleep 0.1 & wait; echo done", &ExecOptions { timeout_ms: 10_000 }).unwrap();
+    let ok = sb
+        .exec(
+            "sleep 0.1 & wait; echo done",
+            &ExecOptions { timeout_ms: 10_000 },
+        )
+        .unwrap();
     assert_eq!(ok.stdout_text(), "done\n");
     let started = std::time::Instant::now();
-    let obs = sb.exec("(sleep 4321.5 &) ; sleep 4321.25 & sleep 4321.75", &ExecOptions { timeout_ms: 500 }).unwrap();
+    let obs = sb
+        .exec(
+            "(sleep 4321.5 &) ; sleep 4321.25 & sleep 4321.75",
+            &ExecOptions { timeout_ms: 500 },
+        )
+        .unwrap();
     assert_eq!(obs.exit, ExitStatus::Timeout);
     assert!(started.elapsed().as_secs() < 10);
     std::thread::sleep(std::time::Duration::from_millis(200));
-    assert!(arbor_tests::host_pids_matching("sleep 4321").is_empty(), "sleep processes survived the timeout");
+    assert!(
+        arbor_tests::host_pids_matching("sleep 4321").is_empty(),
+        "sleep processes survived the timeout"
+    );
     // The sandbox keeps working after a timeout.
-    assert_eq!(sb.exec("echo alive", &opts()).unwrap().stdout_text(), "alive\n");
+    assert_eq!(
+        sb.exec("echo alive", &opts()).unwrap().stdout_text(),
+        "alive\n"
+    );
 }
 
 #[test]
@@ -120,7 +173,10 @@ fn background_processes_are_ended_and_listed_in_the_snapshot() {
     assert_eq!(obs.killed_background, vec!["sleep 7777".to_owned()]);
     assert!(arbor_tests::host_pids_matching("sleep 7777").is_empty());
     let snap = sb.snapshot().unwrap();
-    assert_eq!(snap.manifest().killed_background, vec!["sleep 7777".to_owned()]);
+    assert_eq!(
+        snap.manifest().killed_background,
+        vec!["sleep 7777".to_owned()]
+    );
 }
 
 #[test]
@@ -131,15 +187,28 @@ fn disk_filling_action_is_stopped_and_the_store_keeps_working() {
     let base = t.runtime.import(&src, None).unwrap();
     let mut sb = base.open().unwrap();
     // Positive control: a small write is fine.
-    assert_eq!(sb.exec("head -c 100000 /dev/zero > small", &opts()).unwrap().code(), Some(0));
-    let obs = sb.exec("while true; do head -c 1048576 /dev/zero >> big; done", &ExecOptions { timeout_ms: 30_000 }).unwrap();
+    assert_eq!(
+        sb.exec("head -c 100000 /dev/zero > small", &opts())
+            .unwrap()
+            .code(),
+        Some(0)
+    );
+    let obs = sb
+        .exec(
+            "while true; do head -c 1048576 /dev/zero >> big; done",
+            &ExecOptions { timeout_ms: 30_000 },
+        )
+        .unwrap();
     assert_eq!(obs.exit, ExitStatus::DiskLimit);
     // Another sandbox on the same store works and snapshots fine.
     let mut other = base.open().unwrap();
     other.exec("echo ok > ok.txt", &opts()).unwrap();
     let s = other.snapshot().unwrap();
     assert!(t.runtime.store().fsck().unwrap().is_clean());
-    assert_eq!(t.runtime.diff(&base, &s).unwrap().added, vec!["ok.txt".to_owned()]);
+    assert_eq!(
+        t.runtime.diff(&base, &s).unwrap().added,
+        vec!["ok.txt".to_owned()]
+    );
 }
 
 #[test]
@@ -148,11 +217,22 @@ fn file_api_reads_writes_lists_and_deletes() {
     let src = t.scratch("src");
     arbor_tests::sample_workspace(&src);
     let mut sb = t.runtime.import(&src, None).unwrap().open().unwrap();
-    sb.write_file("new/dir/file.txt", b"content\n", 0o640).unwrap();
+    sb.write_file("new/dir/file.txt", b"content\n", 0o640)
+        .unwrap();
     assert_eq!(sb.read_file("new/dir/file.txt").unwrap(), b"content\n");
-    let obs = sb.exec("stat -c '%a %u' new/dir/file.txt; cat new/dir/file.txt", &opts()).unwrap();
+    let obs = sb
+        .exec(
+            "stat -c '%a %u' new/dir/file.txt; cat new/dir/file.txt",
+            &opts(),
+        )
+        .unwrap();
     assert_eq!(obs.stdout_text(), "640 0\ncontent\n");
-    let names: Vec<String> = sb.list_dir("").unwrap().into_iter().map(|e| e.name).collect();
+    let names: Vec<String> = sb
+        .list_dir("")
+        .unwrap()
+        .into_iter()
+        .map(|e| e.name)
+        .collect();
     assert_eq!(names, ["README.md", "main-link", "new", "src"]);
     sb.delete_file("README.md").unwrap();
     assert!(sb.read_file("README.md").is_err());
@@ -170,7 +250,8 @@ fn long_chain_of_300_layers_mounts_and_squashes() {
     let mut snap = t.runtime.import(&src, None).unwrap();
     let mut sb = snap.open().unwrap();
     for i in 0..300 {
-        sb.write_file(&format!("f{i:03}"), format!("{i}\n").as_bytes(), 0o644).unwrap();
+        sb.write_file(&format!("f{i:03}"), format!("{i}\n").as_bytes(), 0o644)
+            .unwrap();
         snap = sb.snapshot().unwrap();
     }
     assert_eq!(snap.manifest().layers.len(), 301);
@@ -189,11 +270,18 @@ fn long_chain_of_300_layers_mounts_and_squashes() {
     let snap2 = rt2.snapshot(snap.id()).unwrap();
     let mut squashed = snap2.open().unwrap();
     if rt2.backend() == arbor_runtime::Backend::Overlay {
-        assert!(rt2.store().squash_dir(snap.id()).is_dir(), "overlay mounts long chains through the squash cache");
+        assert!(
+            rt2.store().squash_dir(snap.id()).is_dir(),
+            "overlay mounts long chains through the squash cache"
+        );
     }
     let obs = squashed.exec("ls | wc -l; cat f000 f299", &opts()).unwrap();
     assert_eq!(obs.stdout_text(), "300\n0\n299\n");
     squashed.exec("echo more > extra", &opts()).unwrap();
     let next = squashed.snapshot().unwrap();
-    assert_eq!(next.manifest().layers.len(), 302, "snapshot ids and chains do not change with squashing");
+    assert_eq!(
+        next.manifest().layers.len(),
+        302,
+        "snapshot ids and chains do not change with squashing"
+    );
 }

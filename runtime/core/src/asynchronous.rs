@@ -22,12 +22,16 @@ fn join_error(e: tokio::task::JoinError) -> RuntimeError {
 impl AsyncSandbox {
     /// Wrap a sandbox.
     pub fn new(sandbox: Sandbox) -> Self {
-        Self { inner: Arc::new(Mutex::new(sandbox)) }
+        Self {
+            inner: Arc::new(Mutex::new(sandbox)),
+        }
     }
 
     /// Open a sandbox on `snapshot` without blocking the async runtime.
     pub async fn open(snapshot: Snapshot) -> Result<Self> {
-        let sb = tokio::task::spawn_blocking(move || snapshot.open()).await.map_err(join_error)??;
+        let sb = tokio::task::spawn_blocking(move || snapshot.open())
+            .await
+            .map_err(join_error)??;
         Ok(Self::new(sb))
     }
 
@@ -42,6 +46,8 @@ impl AsyncSandbox {
     /// [`Sandbox::snapshot`] on the blocking pool.
     pub async fn snapshot(&self) -> Result<Snapshot> {
         let mut guard = self.inner.clone().lock_owned().await;
-        tokio::task::spawn_blocking(move || guard.snapshot()).await.map_err(join_error)?
+        tokio::task::spawn_blocking(move || guard.snapshot())
+            .await
+            .map_err(join_error)?
     }
 }

@@ -16,7 +16,9 @@ pub fn remove_dir_forcefully(path: &Path) {
 }
 
 fn make_dirs_writable(dir: &Path) {
-    let Ok(meta) = std::fs::symlink_metadata(dir) else { return };
+    let Ok(meta) = std::fs::symlink_metadata(dir) else {
+        return;
+    };
     if !meta.is_dir() {
         return;
     }

@@ -163,8 +163,11 @@ impl Runtime {
     pub fn open(options: RuntimeOptions) -> Result<Self> {
         let mode = OwnerMode::for_current_user(options.uid_base);
         let mut options = options;
-        options.home = std::path::absolute(&options.home)
-            .map_err(|e| RuntimeError::Io { op: "resolve", path: options.home.clone(), source: e })?;
+        options.home = std::path::absolute(&options.home).map_err(|e| RuntimeError::Io {
+            op: "resolve",
+            path: options.home.clone(),
+            source: e,
+        })?;
         let store = Store::open(&options.home, mode)?;
         let owners = match store.mode() {
             OwnerMode::Root { uid_base } => OwnerMap::Root { uid_base },
@@ -177,7 +180,9 @@ impl Runtime {
                 if fs.lines().any(|l| l.trim_end().ends_with("overlay")) {
                     None
                 } else {
-                    eprintln!("arbor: overlayfs is not available on this kernel; using the copy backend");
+                    eprintln!(
+                        "arbor: overlayfs is not available on this kernel; using the copy backend"
+                    );
                     Some(Backend::Copy)
                 }
             }
@@ -216,11 +221,20 @@ impl Runtime {
 
     /// The backend in use (overlay until a sandbox finds it unusable).
     pub fn backend(&self) -> Backend {
-        self.inner.backend.lock().ok().and_then(|b| *b).unwrap_or(Backend::Overlay)
+        self.inner
+            .backend
+            .lock()
+            .ok()
+            .and_then(|b| *b)
+            .unwrap_or(Backend::Overlay)
     }
 
     pub(crate) fn helper_command(&self) -> Result<HelperCommand, SandboxError> {
-        let mut guard = self.inner.helper.lock().map_err(|_| SandboxError::Helper("helper lock poisoned".into()))?;
+        let mut guard = self
+            .inner
+            .helper
+            .lock()
+            .map_err(|_| SandboxError::Helper("helper lock poisoned".into()))?;
         if let Some(cmd) = guard.as_ref() {
             return Ok(cmd.clone());
         }
@@ -231,29 +245,53 @@ impl Runtime {
 
     pub(crate) fn new_run_dir(&self) -> Result<PathBuf, SandboxError> {
         let n = self.inner.next_run.fetch_add(1, Ordering::Relaxed);
-        let dir = self.store().run_dir().join(format!("{}-{n}", std::process::id()));
-        std::fs::create_dir_all(&dir).map_err(|e| SandboxError::io("create run directory", &dir, e))?;
+        let dir = self
+            .store()
+            .run_dir()
+            .join(format!("{}-{n}", std::process::id()));
+        std::fs::create_dir_all(&dir)
+            .map_err(|e| SandboxError::io("create run directory", &dir, e))?;
         Ok(dir)
     }
 
     /// The lower directories for a chain, topmost first: the layer
     /// directories, or one squashed layer for chains longer than `squash_after`.
-    pub(crate) fn lower_dirs(&self, base: Option<&SnapshotId>, layers: &[LayerId]) -> Result<Vec<PathBuf>, SandboxError> {
+    pub(crate) fn lower_dirs(
+        &self,
+        base: Option<&SnapshotId>,
+        layers: &[LayerId],
+    ) -> Result<Vec<PathBuf>, SandboxError> {
         if layers.is_empty() {
             let empty = self.store().run_dir().join("empty-lower");
             std::fs::create_dir_all(&empty).map_err(|e| SandboxError::io("create", &empty, e))?;
             return Ok(vec![empty]);
         }
         if let (Some(base), true) = (base, layers.len() > self.options().squash_after) {
-            return Ok(vec![layer::squash(self.store(), base, layers, &self.owner_map())?]);
+            return Ok(vec![layer::squash(
+                self.store(),
+                base,
+                layers,
+                &self.owner_map(),
+            )?]);
         }
-        Ok(layers.iter().rev().map(|l| self.store().layer_dir(l)).collect())
+        Ok(layers
+            .iter()
+            .rev()
+            .map(|l| self.store().layer_dir(l))
+            .collect())
     }
 
     /// Open a sandbox on `snapshot`, probing the backend on first use.
     pub fn open_sandbox(&self, snapshot: &Snapshot) -> Result<Sandbox> {
         let manifest = snapshot.manifest();
-        let open = || Sandbox::open(self, Some(*snapshot.id()), manifest.layers.clone(), manifest.session.clone());
+        let open = || {
+            Sandbox::open(
+                self,
+                Some(*snapshot.id()),
+                manifest.layers.clone(),
+                manifest.session.clone(),
+            )
+        };
         let decided = self.inner.backend.lock().ok().and_then(|b| *b).is_some();
         match open() {
             Ok(sb) => {
@@ -263,7 +301,9 @@ impl Runtime {
                 Ok(sb)
             }
             Err(SandboxError::Helper(msg)) if !decided && msg.contains("overlay") => {
-                eprintln!("arbor: overlayfs cannot be mounted here ({msg}); using the copy backend");
+                eprintln!(
+                    "arbor: overlayfs cannot be mounted here ({msg}); using the copy backend"
+                );
                 if let Ok(mut b) = self.inner.backend.lock() {
                     *b = Some(Backend::Copy);
                 }
@@ -308,7 +348,11 @@ impl Runtime {
     /// and names the file.
     pub fn checkout(&self, snapshot: &Snapshot, dest: &Path) -> Result<MaterializeReport> {
         if dest.exists() {
-            let mut entries = std::fs::read_dir(dest).map_err(|e| RuntimeError::Io { op: "read", path: dest.to_owned(), source: e })?;
+            let mut entries = std::fs::read_dir(dest).map_err(|e| RuntimeError::Io {
+                op: "read",
+                path: dest.to_owned(),
+                source: e,
+            })?;
             if entries.next().is_some() {
                 return Err(RuntimeError::DestinationNotEmpty(dest.to_owned()));
             }
@@ -317,7 +361,10 @@ impl Runtime {
             self.store(),
             &snapshot.manifest().layers,
             dest,
-            &layer::MaterializeOptions { verify: true, owners: None },
+            &layer::MaterializeOptions {
+                verify: true,
+                owners: None,
+            },
         )?)
     }
 }

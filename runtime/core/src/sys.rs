@@ -23,20 +23,34 @@ fn io_err(what: &str, path: &Path, e: impl Into<io::Error>) -> io::Error {
 /// by the 4 KiB option page (overlayfs itself stacks at most 500 lowers).
 /// Always `userxattr`: the helper mounts inside a user namespace.
 pub fn mount_overlay(lowers: &[&Path], upper: &Path, work: &Path, target: &Path) -> io::Result<()> {
-    let fs = fsopen("overlay", FsOpenFlags::FSOPEN_CLOEXEC).map_err(|e| io_err("fsopen overlay for", target, e))?;
-    fsconfig_set_string(&fs, "source", "arbor").map_err(|e| io_err("fsconfig source for", target, e))?;
+    let fs = fsopen("overlay", FsOpenFlags::FSOPEN_CLOEXEC)
+        .map_err(|e| io_err("fsopen overlay for", target, e))?;
+    fsconfig_set_string(&fs, "source", "arbor")
+        .map_err(|e| io_err("fsconfig source for", target, e))?;
     fsconfig_set_flag(&fs, "userxattr").map_err(|e| io_err("fsconfig userxattr for", target, e))?;
     for lower in lowers {
-        fsconfig_set_string(&fs, "lowerdir+", *lower).map_err(|e| io_err("fsconfig lowerdir+", lower, e))?;
+        fsconfig_set_string(&fs, "lowerdir+", *lower)
+            .map_err(|e| io_err("fsconfig lowerdir+", lower, e))?;
     }
-    fsconfig_set_string(&fs, "upperdir", upper).map_err(|e| io_err("fsconfig upperdir", upper, e))?;
+    fsconfig_set_string(&fs, "upperdir", upper)
+        .map_err(|e| io_err("fsconfig upperdir", upper, e))?;
     fsconfig_set_string(&fs, "workdir", work).map_err(|e| io_err("fsconfig workdir", work, e))?;
     fsconfig_create(&fs).map_err(|e| io_err("create overlay for", target, e))?;
-    let mnt: OwnedFd = fsmount(&fs, rustix::mount::FsMountFlags::FSMOUNT_CLOEXEC, MountAttrFlags::empty())
-        .map_err(|e| io_err("fsmount overlay for", target, e))?;
+    let mnt: OwnedFd = fsmount(
+        &fs,
+        rustix::mount::FsMountFlags::FSMOUNT_CLOEXEC,
+        MountAttrFlags::empty(),
+    )
+    .map_err(|e| io_err("fsmount overlay for", target, e))?;
     let _ = FsMountFlags::empty();
-    move_mount(&mnt, "", rustix::fs::CWD, target, MoveMountFlags::MOVE_MOUNT_F_EMPTY_PATH)
-        .map_err(|e| io_err("move_mount overlay to", target, e))?;
+    move_mount(
+        &mnt,
+        "",
+        rustix::fs::CWD,
+        target,
+        MoveMountFlags::MOVE_MOUNT_F_EMPTY_PATH,
+    )
+    .map_err(|e| io_err("move_mount overlay to", target, e))?;
     Ok(())
 }
 
@@ -48,7 +62,11 @@ pub fn bind_read_only(src: &Path, dst: &Path) -> io::Result<()> {
         .map_err(|e| io_err("bind", src, e))?;
     let st = nix::sys::statvfs::statvfs(dst).map_err(|e| io_err("statvfs", dst, e))?;
     use nix::sys::statvfs::FsFlags;
-    let mut flags = MsFlags::MS_BIND | MsFlags::MS_REMOUNT | MsFlags::MS_RDONLY | MsFlags::MS_NOSUID | MsFlags::MS_NODEV;
+    let mut flags = MsFlags::MS_BIND
+        | MsFlags::MS_REMOUNT
+        | MsFlags::MS_RDONLY
+        | MsFlags::MS_NOSUID
+        | MsFlags::MS_NODEV;
     let f = st.flags();
     if f.contains(FsFlags::ST_NOEXEC) {
         flags |= MsFlags::MS_NOEXEC;
@@ -104,8 +122,19 @@ pub fn loopback_up() -> io::Result<()> {
 pub fn cloexec_from(first: u32) -> io::Result<()> {
     // SAFETY: close_range with CLOSE_RANGE_CLOEXEC only sets flags on
     // descriptors; it does not invalidate any Rust-owned handle.
-    let rc = unsafe { libc::syscall(libc::SYS_close_range, first, u32::MAX, libc::CLOSE_RANGE_CLOEXEC) };
-    if rc < 0 { Err(io::Error::last_os_error()) } else { Ok(()) }
+    let rc = unsafe {
+        libc::syscall(
+            libc::SYS_close_range,
+            first,
+            u32::MAX,
+            libc::CLOSE_RANGE_CLOEXEC,
+        )
+    };
+    if rc < 0 {
+        Err(io::Error::last_os_error())
+    } else {
+        Ok(())
+    }
 }
 
 /// `execve` that only returns on failure.

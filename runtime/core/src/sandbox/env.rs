@@ -17,7 +17,10 @@ pub fn fixed_env() -> Vec<(String, String)> {
     let epoch = FIXED_EPOCH.to_string();
     let git_date = format!("@{FIXED_EPOCH} +0000");
     [
-        ("PATH", "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"),
+        (
+            "PATH",
+            "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
+        ),
         ("HOME", "/tmp/home"),
         ("USER", "root"),
         ("LOGNAME", "root"),
@@ -47,8 +50,10 @@ pub fn fixed_env() -> Vec<(String, String)> {
 /// The environment an action starts with: the fixed environment, minus the
 /// session's unset variables, plus the session's exported variables.
 pub fn action_env(session: &crate::store::object::SessionState) -> Vec<(String, String)> {
-    let mut env: Vec<(String, String)> =
-        fixed_env().into_iter().filter(|(k, _)| !session.unset.contains(k) && !session.env.contains_key(k)).collect();
+    let mut env: Vec<(String, String)> = fixed_env()
+        .into_iter()
+        .filter(|(k, _)| !session.unset.contains(k) && !session.env.contains_key(k))
+        .collect();
     env.extend(session.env.iter().map(|(k, v)| (k.clone(), v.clone())));
     env
 }

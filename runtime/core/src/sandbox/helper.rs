@@ -34,7 +34,8 @@ use nix::sys::wait::{WaitPidFlag, WaitStatus, waitpid};
 use nix::unistd::{ForkResult, Gid, Pid, Uid};
 
 use super::protocol::{
-    ExecRequest, ExecResult, FileOp, FileResult, Limits, ListEntry, Request, Response, Setup, SystemView, WorkspaceMount,
+    ExecRequest, ExecResult, FileOp, FileResult, Limits, ListEntry, Request, Response, Setup,
+    SystemView, WorkspaceMount,
 };
 use crate::store::object::{ExitStatus, SessionState};
 use crate::sys;
@@ -95,35 +96,61 @@ impl Helper {
 
     fn rewrite_workspace(&self, ws: &WorkspaceMount) -> WorkspaceMount {
         match ws {
-            WorkspaceMount::Overlay { lowers, upper, work } => WorkspaceMount::Overlay {
+            WorkspaceMount::Overlay {
+                lowers,
+                upper,
+                work,
+            } => WorkspaceMount::Overlay {
                 lowers: lowers.iter().map(|l| self.via_store(l)).collect(),
                 upper: self.via_store(upper),
                 work: self.via_store(work),
             },
-            WorkspaceMount::Bind { dir } => WorkspaceMount::Bind { dir: self.via_store(dir) },
+            WorkspaceMount::Bind { dir } => WorkspaceMount::Bind {
+                dir: self.via_store(dir),
+            },
         }
     }
 }
 
 fn serve() -> Result<(), String> {
     // Take the protocol pipes off fds 0/1 so that nothing else can write to them.
-    let input = nix::unistd::dup(std::io::stdin().as_fd()).map_err(|e| format!("dup stdin: {e}"))?;
-    let output = nix::unistd::dup(std::io::stdout().as_fd()).map_err(|e| format!("dup stdout: {e}"))?;
+    let input =
+        nix::unistd::dup(std::io::stdin().as_fd()).map_err(|e| format!("dup stdin: {e}"))?;
+    let output =
+        nix::unistd::dup(std::io::stdout().as_fd()).map_err(|e| format!("dup stdout: {e}"))?;
     let mut input = File::from(input);
     let mut output = File::from(output);
-    nix::fcntl::fcntl(&input, nix::fcntl::FcntlArg::F_SETFD(nix::fcntl::FdFlag::FD_CLOEXEC)).map_err(|e| e.to_string())?;
-    nix::fcntl::fcntl(&output, nix::fcntl::FcntlArg::F_SETFD(nix::fcntl::FdFlag::FD_CLOEXEC)).map_err(|e| e.to_string())?;
+    nix::fcntl::fcntl(
+        &input,
+        nix::fcntl::FcntlArg::F_SETFD(nix::fcntl::FdFlag::FD_CLOEXEC),
+    )
+    .map_err(|e| e.to_string())?;
+    nix::fcntl::fcntl(
+        &output,
+        nix::fcntl::FcntlArg::F_SETFD(nix::fcntl::FdFlag::FD_CLOEXEC),
+    )
+    .map_err(|e| e.to_string())?;
     let null = File::open("/dev/null").map_err(|e| format!("open /dev/null: {e}"))?;
-    let mut stdin_fd = std::io::stdin().as_fd().try_clone_to_owned().map_err(|e| e.to_string())?;
+    let mut stdin_fd = std::io::stdin()
+        .as_fd()
+        .try_clone_to_owned()
+        .map_err(|e| e.to_string())?;
     nix::unistd::dup2(null.as_fd(), &mut stdin_fd).map_err(|e| e.to_string())?;
     std::mem::forget(stdin_fd);
-    let mut stdout_fd = std::io::stdout().as_fd().try_clone_to_owned().map_err(|e| e.to_string())?;
+    let mut stdout_fd = std::io::stdout()
+        .as_fd()
+        .try_clone_to_owned()
+        .map_err(|e| e.to_string())?;
     nix::unistd::dup2(std::io::stderr().as_fd(), &mut stdout_fd).map_err(|e| e.to_string())?;
     std::mem::forget(stdout_fd);
 
-    let mut helper = Helper { setup: None, store: None };
+    let mut helper = Helper {
+        setup: None,
+        store: None,
+    };
     loop {
-        let Some(req) = super::protocol::read_frame::<_, Request>(&mut input).map_err(|e| format!("read request: {e}"))?
+        let Some(req) = super::protocol::read_frame::<_, Request>(&mut input)
+            .map_err(|e| format!("read request: {e}"))?
         else {
             return Ok(()); // the runtime went away
         };
@@ -140,7 +167,8 @@ fn serve() -> Result<(), String> {
             Request::File(op) => helper.file_op(&op).map(Response::File),
         };
         let resp = resp.unwrap_or_else(|message| Response::Error { message });
-        super::protocol::write_frame(&mut output, &resp).map_err(|e| format!("write response: {e}"))?;
+        super::protocol::write_frame(&mut output, &resp)
+            .map_err(|e| format!("write response: {e}"))?;
     }
 }
 
@@ -163,7 +191,9 @@ impl Helper {
     fn setup(&mut self, setup: Setup) -> Result<(), String> {
         let store = nix::fcntl::open(
             &setup.store_root,
-            nix::fcntl::OFlag::O_PATH | nix::fcntl::OFlag::O_DIRECTORY | nix::fcntl::OFlag::O_CLOEXEC,
+            nix::fcntl::OFlag::O_PATH
+                | nix::fcntl::OFlag::O_DIRECTORY
+                | nix::fcntl::OFlag::O_CLOEXEC,
             nix::sys::stat::Mode::empty(),
         )
         .map_err(err(format!("open store {}", setup.store_root.display())))?;
@@ -173,8 +203,14 @@ impl Helper {
         setup.policed_dir = self.via_store(&setup.policed_dir);
         setup.workspace = self.rewrite_workspace(&setup.workspace);
         become_sandbox_root()?;
-        nix::mount::mount(None::<&str>, "/", None::<&str>, MsFlags::MS_REC | MsFlags::MS_PRIVATE, None::<&str>)
-            .map_err(err("make mounts private"))?;
+        nix::mount::mount(
+            None::<&str>,
+            "/",
+            None::<&str>,
+            MsFlags::MS_REC | MsFlags::MS_PRIVATE,
+            None::<&str>,
+        )
+        .map_err(err("make mounts private"))?;
         nix::unistd::sethostname(&setup.hostname).map_err(err("sethostname"))?;
         sys::loopback_up().map_err(err("bring up loopback"))?;
 
@@ -184,12 +220,14 @@ impl Helper {
         // reach the store's layers wherever they are), so a child that has
         // become the sandbox's root builds the system view.
         in_sandbox_root_child(|| {
-            sys::mount_tmpfs(root, MsFlags::MS_NOSUID, "mode=0755,size=16m").map_err(|e| e.to_string())?;
+            sys::mount_tmpfs(root, MsFlags::MS_NOSUID, "mode=0755,size=16m")
+                .map_err(|e| e.to_string())?;
             build_system_view(root, &setup.system, &setup.hostname)?;
             for dir in ["workspace", "tmp", "proc", "dev/shm"] {
                 mkdir(&root.join(dir), 0o755)?;
             }
-            fs::set_permissions(root.join("tmp"), fs::Permissions::from_mode(0o1777)).map_err(err("chmod /tmp"))
+            fs::set_permissions(root.join("tmp"), fs::Permissions::from_mode(0o1777))
+                .map_err(err("chmod /tmp"))
         })?;
         mount_workspace_at(&root.join("workspace"), &setup.workspace)?;
         nix::mount::mount(
@@ -205,12 +243,15 @@ impl Helper {
     }
 
     fn cfg(&self) -> Result<&Setup, String> {
-        self.setup.as_ref().ok_or_else(|| "sandbox is not set up".to_owned())
+        self.setup
+            .as_ref()
+            .ok_or_else(|| "sandbox is not set up".to_owned())
     }
 
     fn unmount_workspace(&mut self) -> Result<(), String> {
         let target = self.cfg()?.root_dir.join("workspace");
-        nix::mount::umount2(&target, MntFlags::empty()).map_err(err(format!("unmount {}", target.display())))
+        nix::mount::umount2(&target, MntFlags::empty())
+            .map_err(err(format!("unmount {}", target.display())))
     }
 
     fn mount_workspace(&mut self, ws: &WorkspaceMount) -> Result<(), String> {
@@ -233,7 +274,10 @@ impl Helper {
     /// are owned by the sandbox's root, and no path can resolve outside.
     fn file_op(&mut self, op: &FileOp) -> Result<FileResult, String> {
         let root = self.cfg()?.root_dir.clone();
-        in_sandbox_root_child(|| Ok(file_op_as_sandbox_root(&root, op).unwrap_or_else(|message| FileResult::Failed { message })))
+        in_sandbox_root_child(|| {
+            Ok(file_op_as_sandbox_root(&root, op)
+                .unwrap_or_else(|message| FileResult::Failed { message }))
+        })
     }
 
     fn exec(&mut self, req: &ExecRequest) -> Result<ExecResult, String> {
@@ -248,10 +292,20 @@ impl Helper {
         // Everything the children need is prepared before fork.
         let mut env: Vec<CString> = Vec::with_capacity(req.env.len() + 1);
         for (k, v) in &req.env {
-            env.push(CString::new(format!("{k}={v}")).map_err(err("environment variable contains NUL"))?);
+            env.push(
+                CString::new(format!("{k}={v}"))
+                    .map_err(err("environment variable contains NUL"))?,
+            );
         }
-        env.push(CString::new(format!("ARBOR_COMMAND={}", req.command)).map_err(err("command contains a NUL byte"))?);
-        let argv = [c"bash".to_owned(), c"-c".to_owned(), CString::new(WRAPPER).map_err(err("wrapper"))?];
+        env.push(
+            CString::new(format!("ARBOR_COMMAND={}", req.command))
+                .map_err(err("command contains a NUL byte"))?,
+        );
+        let argv = [
+            c"bash".to_owned(),
+            c"-c".to_owned(),
+            CString::new(WRAPPER).map_err(err("wrapper"))?,
+        ];
         let cwd = CString::new(req.session.cwd.clone()).map_err(err("cwd contains NUL"))?;
         let helper_pid = nix::unistd::getpid();
         let child = ActionChild {
@@ -295,7 +349,13 @@ impl Helper {
                 break;
             }
             let now = Instant::now();
-            let wait = if killed.is_none() { deadline.saturating_duration_since(now).min(Duration::from_millis(50)) } else { Duration::from_millis(50) };
+            let wait = if killed.is_none() {
+                deadline
+                    .saturating_duration_since(now)
+                    .min(Duration::from_millis(50))
+            } else {
+                Duration::from_millis(50)
+            };
             poll_streams(&mut streams, wait)?;
             if c_status.is_none() {
                 match waitpid(c_pid, Some(WaitPidFlag::WNOHANG)) {
@@ -310,7 +370,9 @@ impl Helper {
                     killed = Some(ExitStatus::Timeout);
                 } else if now >= next_size_check {
                     next_size_check = now + Duration::from_millis(200);
-                    if crate::layer::dir_size(&setup.policed_dir).unwrap_or(0) > req.limits.upper_bytes {
+                    if crate::layer::dir_size(&setup.policed_dir).unwrap_or(0)
+                        > req.limits.upper_bytes
+                    {
                         killed = Some(ExitStatus::DiskLimit);
                     }
                 }
@@ -324,7 +386,9 @@ impl Helper {
             }
         }
         let duration_us = u64::try_from(start.elapsed().as_micros()).unwrap_or(u64::MAX);
-        if killed.is_none() && crate::layer::dir_size(&setup.policed_dir).unwrap_or(0) > req.limits.upper_bytes {
+        if killed.is_none()
+            && crate::layer::dir_size(&setup.policed_dir).unwrap_or(0) > req.limits.upper_bytes
+        {
             killed = Some(ExitStatus::DiskLimit);
         }
         let [stdout, stderr, state, report] = streams;
@@ -338,7 +402,9 @@ impl Helper {
             (None, None) => match c_status {
                 Some(WaitStatus::Signaled(_, sig, _)) => ExitStatus::Signal { signal: sig as i32 },
                 Some(WaitStatus::Exited(_, code)) => {
-                    return Err(format!("action supervisor exited with {code} without reporting (see helper stderr)"));
+                    return Err(format!(
+                        "action supervisor exited with {code} without reporting (see helper stderr)"
+                    ));
                 }
                 other => return Err(format!("action supervisor ended unexpectedly: {other:?}")),
             },
@@ -392,20 +458,25 @@ where
 /// uid and gid 0 inside the user namespace, no supplementary groups (where
 /// setgroups is allowed: not in rootless mode).
 fn become_sandbox_root() -> Result<(), String> {
-    nix::unistd::setresgid(Gid::from_raw(0), Gid::from_raw(0), Gid::from_raw(0)).map_err(err("setresgid(0)"))?;
+    nix::unistd::setresgid(Gid::from_raw(0), Gid::from_raw(0), Gid::from_raw(0))
+        .map_err(err("setresgid(0)"))?;
     let _ = nix::unistd::setgroups(&[]);
-    nix::unistd::setresuid(Uid::from_raw(0), Uid::from_raw(0), Uid::from_raw(0)).map_err(err("setresuid(0)"))
+    nix::unistd::setresuid(Uid::from_raw(0), Uid::from_raw(0), Uid::from_raw(0))
+        .map_err(err("setresuid(0)"))
 }
 
 fn file_op_as_sandbox_root(root: &Path, op: &FileOp) -> Result<FileResult, String> {
     use cap_std::fs::{Dir, OpenOptions, OpenOptionsExt};
     nix::unistd::chroot(root).map_err(err("chroot into the sandbox root"))?;
     nix::unistd::chdir("/").map_err(err("chdir /"))?;
-    let ws = Dir::open_ambient_dir("/workspace", cap_std::ambient_authority()).map_err(err("open /workspace"))?;
+    let ws = Dir::open_ambient_dir("/workspace", cap_std::ambient_authority())
+        .map_err(err("open /workspace"))?;
     let rel = |p: &str| -> Result<PathBuf, String> {
         let p = p.trim_start_matches("./");
         if p.starts_with('/') {
-            return Err(format!("{p}: absolute paths are not accepted; give a path relative to /workspace"));
+            return Err(format!(
+                "{p}: absolute paths are not accepted; give a path relative to /workspace"
+            ));
         }
         Ok(PathBuf::from(if p.is_empty() { "." } else { p }))
     };
@@ -417,27 +488,46 @@ fn file_op_as_sandbox_root(root: &Path, op: &FileOp) -> Result<FileResult, Strin
         FileOp::Write { path, data, mode } => {
             let p = rel(path)?;
             if let Some(parent) = p.parent().filter(|p| !p.as_os_str().is_empty()) {
-                ws.create_dir_all(parent).map_err(err(format!("create parent directories of {path}")))?;
+                ws.create_dir_all(parent)
+                    .map_err(err(format!("create parent directories of {path}")))?;
             }
             let mut opts = OpenOptions::new();
             opts.write(true).create(true).truncate(true).mode(*mode);
-            let mut file = ws.open_with(&p, &opts).map_err(err(format!("open {path} for writing")))?;
+            let mut file = ws
+                .open_with(&p, &opts)
+                .map_err(err(format!("open {path} for writing")))?;
             file.write_all(data).map_err(err(format!("write {path}")))?;
-            file.set_permissions(cap_std::fs::Permissions::from_std(fs::Permissions::from_mode(*mode)))
-                .map_err(err(format!("chmod {path}")))?;
+            file.set_permissions(cap_std::fs::Permissions::from_std(
+                fs::Permissions::from_mode(*mode),
+            ))
+            .map_err(err(format!("chmod {path}")))?;
             Ok(FileResult::Done)
         }
         FileOp::Delete { path } => {
-            ws.remove_file(rel(path)?).map_err(err(format!("delete {path}")))?;
+            ws.remove_file(rel(path)?)
+                .map_err(err(format!("delete {path}")))?;
             Ok(FileResult::Done)
         }
         FileOp::List { path } => {
             let mut entries = Vec::new();
-            for entry in ws.read_dir(rel(path)?).map_err(err(format!("list {path}")))? {
+            for entry in ws
+                .read_dir(rel(path)?)
+                .map_err(err(format!("list {path}")))?
+            {
                 let entry = entry.map_err(err(format!("list {path}")))?;
-                let meta = entry.metadata().map_err(err(format!("stat entry of {path}")))?;
+                let meta = entry
+                    .metadata()
+                    .map_err(err(format!("stat entry of {path}")))?;
                 let ft = meta.file_type();
-                let kind = if ft.is_symlink() { "symlink" } else if ft.is_dir() { "dir" } else if ft.is_file() { "file" } else { "other" };
+                let kind = if ft.is_symlink() {
+                    "symlink"
+                } else if ft.is_dir() {
+                    "dir"
+                } else if ft.is_file() {
+                    "file"
+                } else {
+                    "other"
+                };
                 entries.push(ListEntry {
                     name: entry.file_name().to_string_lossy().into_owned(),
                     kind: kind.to_owned(),
@@ -477,7 +567,9 @@ fn parse_session(data: &[u8], fixed: &[(String, String)]) -> Option<SessionState
             continue;
         }
         let text = String::from_utf8_lossy(field);
-        let Some((k, v)) = text.split_once('=') else { continue };
+        let Some((k, v)) = text.split_once('=') else {
+            continue;
+        };
         if SHELL_OWNED_VARS.contains(&k) {
             continue;
         }
@@ -487,7 +579,11 @@ fn parse_session(data: &[u8], fixed: &[(String, String)]) -> Option<SessionState
         }
         env.insert(k.to_owned(), v.to_owned());
     }
-    let unset = fixed.iter().filter(|(k, _)| !seen.contains(k)).map(|(k, _)| k.clone()).collect();
+    let unset = fixed
+        .iter()
+        .filter(|(k, _)| !seen.contains(k))
+        .map(|(k, _)| k.clone())
+        .collect();
     Some(SessionState { cwd, env, unset })
 }
 
@@ -502,8 +598,17 @@ struct Stream {
 
 impl Stream {
     fn new(fd: OwnedFd, cap: u64) -> Self {
-        let _ = nix::fcntl::fcntl(&fd, nix::fcntl::FcntlArg::F_SETFL(nix::fcntl::OFlag::O_NONBLOCK));
-        Self { fd, data: Vec::new(), cap, dropped: 0, eof: false }
+        let _ = nix::fcntl::fcntl(
+            &fd,
+            nix::fcntl::FcntlArg::F_SETFL(nix::fcntl::OFlag::O_NONBLOCK),
+        );
+        Self {
+            fd,
+            data: Vec::new(),
+            cap,
+            dropped: 0,
+            eof: false,
+        }
     }
 
     fn read_available(&mut self) -> Result<(), String> {
@@ -515,7 +620,8 @@ impl Stream {
                     return Ok(());
                 }
                 Ok(n) => {
-                    let room = usize::try_from(self.cap.saturating_sub(self.data.len() as u64)).unwrap_or(usize::MAX);
+                    let room = usize::try_from(self.cap.saturating_sub(self.data.len() as u64))
+                        .unwrap_or(usize::MAX);
                     let keep = n.min(room);
                     self.data.extend_from_slice(&buf[..keep]);
                     self.dropped += (n - keep) as u64;
@@ -529,7 +635,13 @@ impl Stream {
 
     fn finish(mut self) -> Vec<u8> {
         if self.dropped > 0 {
-            self.data.extend_from_slice(format!("\n[arbor: output truncated, {} bytes dropped]\n", self.dropped).as_bytes());
+            self.data.extend_from_slice(
+                format!(
+                    "\n[arbor: output truncated, {} bytes dropped]\n",
+                    self.dropped
+                )
+                .as_bytes(),
+            );
         }
         self.data
     }
@@ -543,13 +655,18 @@ fn poll_streams(streams: &mut [Stream], wait: Duration) -> Result<(), String> {
         return Ok(());
     }
     let ready: Vec<bool> = {
-        let mut fds: Vec<PollFd<'_>> = idx.iter().map(|&i| PollFd::new(streams[i].fd.as_fd(), PollFlags::POLLIN)).collect();
+        let mut fds: Vec<PollFd<'_>> = idx
+            .iter()
+            .map(|&i| PollFd::new(streams[i].fd.as_fd(), PollFlags::POLLIN))
+            .collect();
         let ms = u16::try_from(wait.as_millis()).unwrap_or(u16::MAX);
         match poll(&mut fds, PollTimeout::from(ms)) {
             Ok(_) | Err(nix::errno::Errno::EINTR) => {}
             Err(e) => return Err(format!("poll: {e}")),
         }
-        fds.iter().map(|f| f.revents().is_some_and(|r| !r.is_empty())).collect()
+        fds.iter()
+            .map(|f| f.revents().is_some_and(|r| !r.is_empty()))
+            .collect()
     };
     for (k, &i) in idx.iter().enumerate() {
         if ready[k] {
@@ -568,19 +685,29 @@ fn mkdir(path: &Path, mode: u32) -> Result<(), String> {
 }
 
 fn touch(path: &Path) -> Result<(), String> {
-    File::create(path).map(drop).map_err(err(format!("create {}", path.display())))
+    File::create(path)
+        .map(drop)
+        .map_err(err(format!("create {}", path.display())))
 }
 
 fn mount_workspace_at(target: &Path, ws: &WorkspaceMount) -> Result<(), String> {
     match ws {
-        WorkspaceMount::Overlay { lowers, upper, work } => {
+        WorkspaceMount::Overlay {
+            lowers,
+            upper,
+            work,
+        } => {
             let lowers: Vec<&Path> = lowers.iter().map(PathBuf::as_path).collect();
             sys::mount_overlay(&lowers, upper, work, target).map_err(|e| e.to_string())
         }
-        WorkspaceMount::Bind { dir } => {
-            nix::mount::mount(Some(dir.as_path()), target, None::<&str>, MsFlags::MS_BIND, None::<&str>)
-                .map_err(err(format!("bind workspace {}", dir.display())))
-        }
+        WorkspaceMount::Bind { dir } => nix::mount::mount(
+            Some(dir.as_path()),
+            target,
+            None::<&str>,
+            MsFlags::MS_BIND,
+            None::<&str>,
+        )
+        .map_err(err(format!("bind workspace {}", dir.display()))),
     }
 }
 
@@ -610,7 +737,9 @@ const HOST_ETC: &[&str] = &[
 const HOST_TOP: &[&str] = &["usr", "bin", "sbin", "lib", "lib32", "lib64", "libx32"];
 
 fn replicate(src: &Path, dst: &Path) -> Result<(), String> {
-    let Ok(meta) = fs::symlink_metadata(src) else { return Ok(()) };
+    let Ok(meta) = fs::symlink_metadata(src) else {
+        return Ok(());
+    };
     if meta.file_type().is_symlink() {
         let target = fs::read_link(src).map_err(err(format!("readlink {}", src.display())))?;
         symlink(&target, dst).map_err(err(format!("symlink {}", dst.display())))
@@ -638,11 +767,15 @@ fn build_system_view(root: &Path, view: &SystemView, hostname: &str) -> Result<(
             }
         }
         SystemView::Rootfs { dir } => {
-            let entries = fs::read_dir(dir).map_err(err(format!("read rootfs {}", dir.display())))?;
+            let entries =
+                fs::read_dir(dir).map_err(err(format!("read rootfs {}", dir.display())))?;
             for entry in entries {
                 let entry = entry.map_err(err("read rootfs entry"))?;
                 let name = entry.file_name();
-                if matches!(name.to_str(), Some("proc" | "dev" | "tmp" | "workspace" | "sys" | "etc")) {
+                if matches!(
+                    name.to_str(),
+                    Some("proc" | "dev" | "tmp" | "workspace" | "sys" | "etc")
+                ) {
                     continue;
                 }
                 replicate(&entry.path(), &root.join(&name))?;
@@ -652,7 +785,17 @@ fn build_system_view(root: &Path, view: &SystemView, hostname: &str) -> Result<(
             if let Ok(entries) = fs::read_dir(dir.join("etc")) {
                 for entry in entries.flatten() {
                     let name = entry.file_name();
-                    if matches!(name.to_str(), Some("passwd" | "group" | "hosts" | "hostname" | "resolv.conf" | "nsswitch.conf")) {
+                    if matches!(
+                        name.to_str(),
+                        Some(
+                            "passwd"
+                                | "group"
+                                | "hosts"
+                                | "hostname"
+                                | "resolv.conf"
+                                | "nsswitch.conf"
+                        )
+                    ) {
                         continue;
                     }
                     replicate(&entry.path(), &etc.join(&name))?;
@@ -677,10 +820,21 @@ fn build_system_view(root: &Path, view: &SystemView, hostname: &str) -> Result<(
     for name in ["null", "zero", "full", "random", "urandom", "tty"] {
         let dst = dev.join(name);
         touch(&dst)?;
-        nix::mount::mount(Some(&Path::new("/dev").join(name)), &dst, None::<&str>, MsFlags::MS_BIND, None::<&str>)
-            .map_err(err(format!("bind /dev/{name}")))?;
+        nix::mount::mount(
+            Some(&Path::new("/dev").join(name)),
+            &dst,
+            None::<&str>,
+            MsFlags::MS_BIND,
+            None::<&str>,
+        )
+        .map_err(err(format!("bind /dev/{name}")))?;
     }
-    for (name, target) in [("fd", "/proc/self/fd"), ("stdin", "/proc/self/fd/0"), ("stdout", "/proc/self/fd/1"), ("stderr", "/proc/self/fd/2")] {
+    for (name, target) in [
+        ("fd", "/proc/self/fd"),
+        ("stdin", "/proc/self/fd/0"),
+        ("stdout", "/proc/self/fd/1"),
+        ("stderr", "/proc/self/fd/2"),
+    ] {
         symlink(target, dev.join(name)).map_err(err(format!("symlink /dev/{name}")))?;
     }
     Ok(())
@@ -711,7 +865,9 @@ impl ActionChild<'_> {
             eprintln!("arbor-sandbox-helper: action: {what}: {e}");
             70
         };
-        if let Err(e) = rustix::process::set_parent_process_death_signal(Some(rustix::process::Signal::KILL)) {
+        if let Err(e) =
+            rustix::process::set_parent_process_death_signal(Some(rustix::process::Signal::KILL))
+        {
             return fail("PDEATHSIG", &e);
         }
         if nix::unistd::getppid() != self.helper_pid {
@@ -749,14 +905,20 @@ impl ActionChild<'_> {
             eprintln!("arbor-sandbox-helper: action init: {what}: {e}");
             73
         };
-        if let Err(e) = rustix::process::set_parent_process_death_signal(Some(rustix::process::Signal::KILL)) {
+        if let Err(e) =
+            rustix::process::set_parent_process_death_signal(Some(rustix::process::Signal::KILL))
+        {
             return fail("PDEATHSIG", &e);
         }
         let _ = c_pid;
         // C may have been killed before PDEATHSIG was armed: its lifeline tells.
         // SAFETY: closing G's inherited copy of the lifeline's write end, which nothing else in G uses.
         unsafe { libc::close(self.life_w) };
-        let mut pfd = libc::pollfd { fd: self.life_r, events: libc::POLLIN, revents: 0 };
+        let mut pfd = libc::pollfd {
+            fd: self.life_r,
+            events: libc::POLLIN,
+            revents: 0,
+        };
         // SAFETY: `pfd` is a valid pollfd array of length 1.
         let n = unsafe { libc::poll(&mut pfd, 1, 0) };
         if n != 0 {
@@ -764,10 +926,18 @@ impl ActionChild<'_> {
         }
         // The cwd is the sandbox root in this mount namespace (see run_c).
         let root = Path::new(".");
-        if let Err(e) = sys::mount_tmpfs(&root.join("tmp"), MsFlags::MS_NOSUID | MsFlags::MS_NODEV, "mode=1777,uid=0,gid=0,size=1g") {
+        if let Err(e) = sys::mount_tmpfs(
+            &root.join("tmp"),
+            MsFlags::MS_NOSUID | MsFlags::MS_NODEV,
+            "mode=1777,uid=0,gid=0,size=1g",
+        ) {
             return fail("mount /tmp", &e);
         }
-        if let Err(e) = sys::mount_tmpfs(&root.join("dev/shm"), MsFlags::MS_NOSUID | MsFlags::MS_NODEV, "mode=1777,uid=0,gid=0,size=64m") {
+        if let Err(e) = sys::mount_tmpfs(
+            &root.join("dev/shm"),
+            MsFlags::MS_NOSUID | MsFlags::MS_NODEV,
+            "mode=1777,uid=0,gid=0,size=64m",
+        ) {
             return fail("mount /dev/shm", &e);
         }
         if let Err(e) = nix::mount::mount(
@@ -798,7 +968,9 @@ impl ActionChild<'_> {
         let status = loop {
             match waitpid(None::<Pid>, None) {
                 Ok(WaitStatus::Exited(pid, code)) if pid == s_pid => break format!("exit {code}"),
-                Ok(WaitStatus::Signaled(pid, sig, _)) if pid == s_pid => break format!("signal {}", sig as i32),
+                Ok(WaitStatus::Signaled(pid, sig, _)) if pid == s_pid => {
+                    break format!("signal {}", sig as i32);
+                }
                 Ok(_) | Err(nix::errno::Errno::EINTR) => {}
                 Err(e) => return fail("wait action", &e),
             }
@@ -831,7 +1003,12 @@ impl ActionChild<'_> {
             Ok(f) => f,
             Err(e) => return fail("open /dev/null", &e),
         };
-        for (src, dst) in [(null.as_raw_fd(), 0), (self.stdout, 1), (self.stderr, 2), (self.state, STATE_FD)] {
+        for (src, dst) in [
+            (null.as_raw_fd(), 0),
+            (self.stdout, 1),
+            (self.stderr, 2),
+            (self.state, STATE_FD),
+        ] {
             // SAFETY: dup2 onto a fixed descriptor number; the old ones are
             // either ours to replace (0-2) or unused (63).
             if unsafe { libc::dup2(src, dst) } < 0 {
@@ -914,8 +1091,13 @@ const DROPPED_CAPS: rustix::thread::CapabilitySet = {
 /// Command lines of every process in this pid namespace except pid 1.
 fn list_processes() -> Vec<String> {
     let mut out = Vec::new();
-    let Ok(entries) = fs::read_dir("/proc") else { return out };
-    let mut pids: Vec<i32> = entries.flatten().filter_map(|e| e.file_name().to_str()?.parse().ok()).collect();
+    let Ok(entries) = fs::read_dir("/proc") else {
+        return out;
+    };
+    let mut pids: Vec<i32> = entries
+        .flatten()
+        .filter_map(|e| e.file_name().to_str()?.parse().ok())
+        .collect();
     pids.sort_unstable();
     for pid in pids {
         if pid == 1 {
@@ -931,7 +1113,11 @@ fn list_processes() -> Vec<String> {
             .map(|s| String::from_utf8_lossy(s).into_owned())
             .collect::<Vec<_>>()
             .join(" ");
-        out.push(if text.is_empty() { format!("[pid {pid}]") } else { text });
+        out.push(if text.is_empty() {
+            format!("[pid {pid}]")
+        } else {
+            text
+        });
     }
     out
 }
@@ -942,7 +1128,10 @@ mod tests {
 
     #[test]
     fn session_state_parses_newlines_and_reports_unsets() {
-        let fixed = vec![("HOME".to_owned(), "/tmp/home".to_owned()), ("TZ".to_owned(), "UTC".to_owned())];
+        let fixed = vec![
+            ("HOME".to_owned(), "/tmp/home".to_owned()),
+            ("TZ".to_owned(), "UTC".to_owned()),
+        ];
         let data = b"/workspace/src\0HOME=/tmp/home\0MULTI=a\nb\0PWD=/x\0SHLVL=1\0";
         let s = parse_session(data, &fixed).unwrap();
         assert_eq!(s.cwd, "/workspace/src");
@@ -956,7 +1145,10 @@ mod tests {
     #[test]
     fn status_lines_parse() {
         assert_eq!(parse_status("exit 3"), Some(ExitStatus::Code { code: 3 }));
-        assert_eq!(parse_status("signal 9"), Some(ExitStatus::Signal { signal: 9 }));
+        assert_eq!(
+            parse_status("signal 9"),
+            Some(ExitStatus::Signal { signal: 9 })
+        );
         assert_eq!(parse_status("garbage"), None);
     }
 }

@@ -23,12 +23,14 @@ pub mod protocol;
 use std::path::{Path, PathBuf};
 
 use crate::layer::{self, MergedView};
-use crate::store::object::{Action, ExitStatus, LayerId, ObjectId, ObservationDigest, SessionState, SnapshotId, Tree};
 use crate::store::StoreError;
+use crate::store::object::{
+    Action, ExitStatus, LayerId, ObjectId, ObservationDigest, SessionState, SnapshotId, Tree,
+};
 use crate::{Backend, Runtime};
 pub use process::{CgroupLimits, HelperCommand};
-pub use protocol::{Limits, ListEntry, SystemView};
 use protocol::{ExecRequest, FileOp, FileResult, Request, Response, WorkspaceMount};
+pub use protocol::{Limits, ListEntry, SystemView};
 
 /// Errors of the sandbox module.
 #[derive(Debug, thiserror::Error)]
@@ -75,7 +77,11 @@ pub enum SandboxError {
 
 impl SandboxError {
     pub(crate) fn io(op: &'static str, path: &Path, source: std::io::Error) -> Self {
-        Self::Io { op, path: path.to_owned(), source }
+        Self::Io {
+            op,
+            path: path.to_owned(),
+            source,
+        }
     }
 }
 
@@ -135,8 +141,14 @@ impl Observation {
 /// the last snapshot, and `work` is private to the current mount.
 #[derive(Debug)]
 enum Private {
-    Overlay { upper: PathBuf, work: PathBuf },
-    Copy { workspace: PathBuf, base: Box<MergedView> },
+    Overlay {
+        upper: PathBuf,
+        work: PathBuf,
+    },
+    Copy {
+        workspace: PathBuf,
+        base: Box<MergedView>,
+    },
 }
 
 /// A live, isolated sandbox over a snapshot.
@@ -192,7 +204,11 @@ impl Sandbox {
                 let work = run_dir.join("work-0");
                 make_upper(&upper, &work, &owners)?;
                 let lowers = runtime.lower_dirs(base.as_ref(), &layers)?;
-                let ws = WorkspaceMount::Overlay { lowers, upper: upper.clone(), work: work.clone() };
+                let ws = WorkspaceMount::Overlay {
+                    lowers,
+                    upper: upper.clone(),
+                    work: work.clone(),
+                };
                 (Private::Overlay { upper, work }, ws)
             }
             Backend::Copy => {
@@ -201,15 +217,30 @@ impl Sandbox {
                     store,
                     &layers,
                     &workspace,
-                    &layer::MaterializeOptions { verify: false, owners: Some(owners) },
+                    &layer::MaterializeOptions {
+                        verify: false,
+                        owners: Some(owners),
+                    },
                 )?;
                 let _ = report;
                 let (uid, gid) = owners.to_host(0, 0);
-                rustix::fs::chown(&workspace, Some(rustix::fs::Uid::from_raw(uid)), Some(rustix::fs::Gid::from_raw(gid)))
-                    .map_err(|e| SandboxError::io("chown", &workspace, e.into()))?;
+                rustix::fs::chown(
+                    &workspace,
+                    Some(rustix::fs::Uid::from_raw(uid)),
+                    Some(rustix::fs::Gid::from_raw(gid)),
+                )
+                .map_err(|e| SandboxError::io("chown", &workspace, e.into()))?;
                 let base_view = layer::merge_layers(store, &layers)?;
-                let ws = WorkspaceMount::Bind { dir: workspace.clone() };
-                (Private::Copy { workspace, base: Box::new(base_view) }, ws)
+                let ws = WorkspaceMount::Bind {
+                    dir: workspace.clone(),
+                };
+                (
+                    Private::Copy {
+                        workspace,
+                        base: Box::new(base_view),
+                    },
+                    ws,
+                )
             }
         };
         let policed_dir = match &private {
@@ -269,7 +300,11 @@ impl Sandbox {
             limits: self.runtime.options().limits.clone(),
             fixed_env: env::fixed_env(),
         };
-        let result = match self.helper.request(&Request::Exec(Box::new(req))).map_err(|e| self.helper.with_log(e))? {
+        let result = match self
+            .helper
+            .request(&Request::Exec(Box::new(req)))
+            .map_err(|e| self.helper.with_log(e))?
+        {
             Response::Exec(r) => r,
             other => return Err(self.helper.unexpected(other)),
         };
@@ -278,7 +313,10 @@ impl Sandbox {
             self.session = session;
         }
         self.killed_background = result.killed_background.clone();
-        let action = Action::Exec { command: command.to_owned(), timeout_ms: opts.timeout_ms };
+        let action = Action::Exec {
+            command: command.to_owned(),
+            timeout_ms: opts.timeout_ms,
+        };
         let digest = self.record(action, &result.stdout, &result.stderr, result.exit)?;
         Ok(Observation {
             stdout: result.stdout,
@@ -290,12 +328,23 @@ impl Sandbox {
         })
     }
 
-    fn record(&mut self, action: Action, stdout: &[u8], stderr: &[u8], exit: ExitStatus) -> Result<ObservationDigest> {
+    fn record(
+        &mut self,
+        action: Action,
+        stdout: &[u8],
+        stderr: &[u8],
+        exit: ExitStatus,
+    ) -> Result<ObservationDigest> {
         let store = self.runtime.store();
         let stdout = store.put_blob(stdout)?;
         let stderr = store.put_blob(stderr)?;
         let (_, fs_delta) = self.delta()?;
-        let digest = ObservationDigest { stdout, stderr, exit, fs_delta };
+        let digest = ObservationDigest {
+            stdout,
+            stderr,
+            exit,
+            fs_delta,
+        };
         self.pending.push((action, digest.clone()));
         Ok(digest)
     }
@@ -330,51 +379,104 @@ impl Sandbox {
 
     /// Read a file of the workspace (path relative to `/workspace`).
     pub fn read_file(&mut self, path: &str) -> Result<Vec<u8>> {
-        match self.file(FileOp::Read { path: path.to_owned() })? {
+        match self.file(FileOp::Read {
+            path: path.to_owned(),
+        })? {
             FileResult::Data { data } => Ok(data),
-            other => Err(SandboxError::Helper(format!("unexpected file result {other:?}"))),
+            other => Err(SandboxError::Helper(format!(
+                "unexpected file result {other:?}"
+            ))),
         }
     }
 
     /// List a directory of the workspace (`""` for its root), sorted by name.
     pub fn list_dir(&mut self, path: &str) -> Result<Vec<ListEntry>> {
-        match self.file(FileOp::List { path: path.to_owned() })? {
+        match self.file(FileOp::List {
+            path: path.to_owned(),
+        })? {
             FileResult::Entries { entries } => Ok(entries),
-            other => Err(SandboxError::Helper(format!("unexpected file result {other:?}"))),
+            other => Err(SandboxError::Helper(format!(
+                "unexpected file result {other:?}"
+            ))),
         }
     }
 
     /// Create or replace a file (parents created), recorded as an action.
     pub fn write_file(&mut self, path: &str, data: &[u8], mode: u32) -> Result<()> {
-        self.file(FileOp::Write { path: path.to_owned(), data: data.to_vec(), mode })?;
+        self.file(FileOp::Write {
+            path: path.to_owned(),
+            data: data.to_vec(),
+            mode,
+        })?;
         self.delta_cache = None;
         let content = self.runtime.store().put_blob(data)?;
-        self.record(Action::WriteFile { path: path.to_owned(), content, mode }, b"", b"", ExitStatus::Code { code: 0 })?;
+        self.record(
+            Action::WriteFile {
+                path: path.to_owned(),
+                content,
+                mode,
+            },
+            b"",
+            b"",
+            ExitStatus::Code { code: 0 },
+        )?;
         Ok(())
     }
 
     /// Delete a file or symlink, recorded as an action.
     pub fn delete_file(&mut self, path: &str) -> Result<()> {
-        self.file(FileOp::Delete { path: path.to_owned() })?;
+        self.file(FileOp::Delete {
+            path: path.to_owned(),
+        })?;
         self.delta_cache = None;
-        self.record(Action::DeleteFile { path: path.to_owned() }, b"", b"", ExitStatus::Code { code: 0 })?;
+        self.record(
+            Action::DeleteFile {
+                path: path.to_owned(),
+            },
+            b"",
+            b"",
+            ExitStatus::Code { code: 0 },
+        )?;
         Ok(())
     }
 
     /// Apply a recorded action (replay and re-execution use this).
     pub fn apply(&mut self, action: &Action) -> Result<Vec<ObservationDigest>> {
         match action {
-            Action::Exec { command, timeout_ms } => {
-                Ok(vec![self.exec(command, &ExecOptions { timeout_ms: *timeout_ms })?.digest])
-            }
-            Action::WriteFile { path, content, mode } => {
+            Action::Exec {
+                command,
+                timeout_ms,
+            } => Ok(vec![
+                self.exec(
+                    command,
+                    &ExecOptions {
+                        timeout_ms: *timeout_ms,
+                    },
+                )?
+                .digest,
+            ]),
+            Action::WriteFile {
+                path,
+                content,
+                mode,
+            } => {
                 let data = self.runtime.store().get_blob(content)?;
                 self.write_file(path, &data, *mode)?;
-                Ok(self.pending.last().map(|(_, d)| d.clone()).into_iter().collect())
+                Ok(self
+                    .pending
+                    .last()
+                    .map(|(_, d)| d.clone())
+                    .into_iter()
+                    .collect())
             }
             Action::DeleteFile { path } => {
                 self.delete_file(path)?;
-                Ok(self.pending.last().map(|(_, d)| d.clone()).into_iter().collect())
+                Ok(self
+                    .pending
+                    .last()
+                    .map(|(_, d)| d.clone())
+                    .into_iter()
+                    .collect())
             }
             Action::Sequence { actions } => {
                 let mut out = Vec::new();
@@ -383,9 +485,9 @@ impl Sandbox {
                 }
                 Ok(out)
             }
-            Action::Import { source } => {
-                Err(SandboxError::Helper(format!("an import of {source} cannot be re-applied inside a sandbox")))
-            }
+            Action::Import { source } => Err(SandboxError::Helper(format!(
+                "an import of {source} cannot be re-applied inside a sandbox"
+            ))),
         }
     }
 
@@ -420,7 +522,10 @@ impl Sandbox {
     }
 
     pub(crate) fn take_pending(&mut self) -> (Vec<(Action, ObservationDigest)>, Vec<String>) {
-        (std::mem::take(&mut self.pending), std::mem::take(&mut self.killed_background))
+        (
+            std::mem::take(&mut self.pending),
+            std::mem::take(&mut self.killed_background),
+        )
     }
 
     pub(crate) fn has_pending(&self) -> bool {
@@ -454,21 +559,36 @@ impl Sandbox {
     /// Copy backend: write the delta since the base as a layer directory at `out`.
     pub(crate) fn write_copy_delta(&self, out: &Path) -> Result<Tree> {
         match &self.private {
-            Private::Copy { workspace, base } => Ok(layer::write_delta_layer(workspace, base, out, &self.runtime.owner_map())?),
-            Private::Overlay { .. } => Err(SandboxError::Helper("write_copy_delta on an overlay sandbox".into())),
+            Private::Copy { workspace, base } => Ok(layer::write_delta_layer(
+                workspace,
+                base,
+                out,
+                &self.runtime.owner_map(),
+            )?),
+            Private::Overlay { .. } => Err(SandboxError::Helper(
+                "write_copy_delta on an overlay sandbox".into(),
+            )),
         }
     }
 
     /// Mount the current (unsealed) upper again after a failed seal.
     pub(crate) fn remount_after_failed_seal(&mut self) -> Result<()> {
-        let Private::Overlay { upper, work } = &mut self.private else { return Ok(()) };
+        let Private::Overlay { upper, work } = &mut self.private else {
+            return Ok(());
+        };
         if !upper.exists() {
-            return Err(SandboxError::Helper("the upper directory is gone; open a new sandbox".into()));
+            return Err(SandboxError::Helper(
+                "the upper directory is gone; open a new sandbox".into(),
+            ));
         }
         crate::cleanup::remove_dir_forcefully(work);
         make_upper(upper, work, &self.runtime.owner_map())?;
         let lowers = self.runtime.lower_dirs(self.base.as_ref(), &self.layers)?;
-        let ws = WorkspaceMount::Overlay { lowers, upper: upper.clone(), work: work.clone() };
+        let ws = WorkspaceMount::Overlay {
+            lowers,
+            upper: upper.clone(),
+            work: work.clone(),
+        };
         match self.helper.request(&Request::MountWorkspace(ws))? {
             Response::Ok => Ok(()),
             other => Err(self.helper.unexpected(other)),
@@ -490,7 +610,11 @@ impl Sandbox {
                 let new_work = self.run_dir.join(format!("work-{}", self.generation));
                 make_upper(&new_upper, &new_work, &owners)?;
                 let lowers = self.runtime.lower_dirs(Some(&base), &layers)?;
-                let ws = WorkspaceMount::Overlay { lowers, upper: new_upper.clone(), work: new_work.clone() };
+                let ws = WorkspaceMount::Overlay {
+                    lowers,
+                    upper: new_upper.clone(),
+                    work: new_work.clone(),
+                };
                 match self.helper.request(&Request::MountWorkspace(ws))? {
                     Response::Ok => {}
                     other => return Err(self.helper.unexpected(other)),
@@ -536,8 +660,12 @@ fn make_upper(upper: &Path, work: &Path, owners: &layer::OwnerMap) -> Result<()>
     mkdir(work)?;
     let (uid, gid) = owners.to_host(0, 0);
     for dir in [upper, work] {
-        rustix::fs::chown(dir, Some(rustix::fs::Uid::from_raw(uid)), Some(rustix::fs::Gid::from_raw(gid)))
-            .map_err(|e| SandboxError::io("chown", dir, e.into()))?;
+        rustix::fs::chown(
+            dir,
+            Some(rustix::fs::Uid::from_raw(uid)),
+            Some(rustix::fs::Gid::from_raw(gid)),
+        )
+        .map_err(|e| SandboxError::io("chown", dir, e.into()))?;
     }
     Ok(())
 }

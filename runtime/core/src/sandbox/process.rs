@@ -30,19 +30,28 @@ impl HelperCommand {
     /// executable or one directory up (cargo's `target/*/deps` layout); `$PATH`.
     pub fn locate() -> Result<Self, SandboxError> {
         if let Some(p) = std::env::var_os("ARBOR_SANDBOX_HELPER") {
-            return Ok(Self { program: PathBuf::from(p), args: Vec::new() });
+            return Ok(Self {
+                program: PathBuf::from(p),
+                args: Vec::new(),
+            });
         }
         let exe = std::env::current_exe().ok();
         if let Some(exe) = &exe {
             if exe.file_name().is_some_and(|n| n == "arbor") {
-                return Ok(Self { program: exe.clone(), args: vec!["__sandbox-helper".to_owned()] });
+                return Ok(Self {
+                    program: exe.clone(),
+                    args: vec!["__sandbox-helper".to_owned()],
+                });
             }
             let mut dir = exe.parent();
             for _ in 0..2 {
                 let Some(d) = dir else { break };
                 let candidate = d.join("arbor-sandbox-helper");
                 if candidate.is_file() {
-                    return Ok(Self { program: candidate, args: Vec::new() });
+                    return Ok(Self {
+                        program: candidate,
+                        args: Vec::new(),
+                    });
                 }
                 dir = d.parent();
             }
@@ -51,7 +60,10 @@ impl HelperCommand {
             for d in std::env::split_paths(&path) {
                 let candidate = d.join("arbor-sandbox-helper");
                 if candidate.is_file() {
-                    return Ok(Self { program: candidate, args: Vec::new() });
+                    return Ok(Self {
+                        program: candidate,
+                        args: Vec::new(),
+                    });
                 }
             }
         }
@@ -83,7 +95,8 @@ fn spawn_from_stable_thread(cmd: Command) -> std::io::Result<Child> {
         .map_err(|_| std::io::Error::other("spawner lock poisoned"))?
         .send((cmd, tx))
         .map_err(|_| std::io::Error::other("spawner thread is gone"))?;
-    rx.recv().map_err(|_| std::io::Error::other("spawner thread dropped the request"))?
+    rx.recv()
+        .map_err(|_| std::io::Error::other("spawner thread dropped the request"))?
 }
 
 /// A live helper process.
@@ -98,8 +111,14 @@ pub struct HelperProcess {
 
 impl HelperProcess {
     /// Spawn the helper, create its namespaces and write its id maps.
-    pub fn start(cmd: &HelperCommand, mode: OwnerMode, log: &Path, limits: &CgroupLimits) -> Result<Self, SandboxError> {
-        let log_file = File::create(log).map_err(|e| SandboxError::io("create helper log", log, e))?;
+    pub fn start(
+        cmd: &HelperCommand,
+        mode: OwnerMode,
+        log: &Path,
+        limits: &CgroupLimits,
+    ) -> Result<Self, SandboxError> {
+        let log_file =
+            File::create(log).map_err(|e| SandboxError::io("create helper log", log, e))?;
         let mut command = Command::new(&cmd.program);
         command
             .args(&cmd.args)
@@ -111,8 +130,10 @@ impl HelperProcess {
         // prctl, which is async-signal-safe.
         unsafe {
             command.pre_exec(|| {
-                rustix::process::set_parent_process_death_signal(Some(rustix::process::Signal::KILL))
-                    .map_err(std::io::Error::from)
+                rustix::process::set_parent_process_death_signal(Some(
+                    rustix::process::Signal::KILL,
+                ))
+                .map_err(std::io::Error::from)
             });
         }
         let mut child = spawn_from_stable_thread(command)
@@ -120,7 +141,13 @@ impl HelperProcess {
         let (Some(input), Some(output)) = (child.stdin.take(), child.stdout.take()) else {
             return Err(SandboxError::Helper("helper pipes missing".into()));
         };
-        let mut helper = Self { child, input, output, log: log.to_owned(), cgroups: Vec::new() };
+        let mut helper = Self {
+            child,
+            input,
+            output,
+            log: log.to_owned(),
+            cgroups: Vec::new(),
+        };
         match helper.request(&Request::Unshare)? {
             Response::Unshared => {}
             other => return Err(helper.unexpected(other)),
@@ -146,8 +173,12 @@ impl HelperProcess {
         let pid = self.pid();
         let write = |name: &str, content: &str| -> Result<(), SandboxError> {
             let path = PathBuf::from(format!("/proc/{pid}/{name}"));
-            let mut f = OpenOptions::new().write(true).open(&path).map_err(|e| SandboxError::io("open", &path, e))?;
-            f.write_all(content.as_bytes()).map_err(|e| SandboxError::io("write id map", &path, e))
+            let mut f = OpenOptions::new()
+                .write(true)
+                .open(&path)
+                .map_err(|e| SandboxError::io("open", &path, e))?;
+            f.write_all(content.as_bytes())
+                .map_err(|e| SandboxError::io("write id map", &path, e))
         };
         match mode {
             OwnerMode::Root { uid_base } => {
@@ -203,8 +234,20 @@ impl HelperProcess {
     fn died(&mut self, what: &str) -> SandboxError {
         let status = self.child.try_wait().ok().flatten();
         let log = fs::read_to_string(&self.log).unwrap_or_default();
-        let tail: String = log.lines().rev().take(5).collect::<Vec<_>>().into_iter().rev().collect::<Vec<_>>().join("\n");
-        SandboxError::HelperDied { what: what.to_owned(), status: status.map(|s| s.to_string()), log: tail }
+        let tail: String = log
+            .lines()
+            .rev()
+            .take(5)
+            .collect::<Vec<_>>()
+            .into_iter()
+            .rev()
+            .collect::<Vec<_>>()
+            .join("\n");
+        SandboxError::HelperDied {
+            what: what.to_owned(),
+            status: status.map(|s| s.to_string()),
+            log: tail,
+        }
     }
 
     /// Kill the helper (and with it every process and mount of the sandbox).
@@ -239,7 +282,10 @@ pub struct CgroupLimits {
 
 impl Default for CgroupLimits {
     fn default() -> Self {
-        Self { pids: 1024, memory_bytes: 8 << 30 }
+        Self {
+            pids: 1024,
+            memory_bytes: 8 << 30,
+        }
     }
 }
 
@@ -264,9 +310,14 @@ fn join_cgroups(pid: u32, limits: &CgroupLimits) -> Vec<PathBuf> {
         return joined;
     }
     let own = fs::read_to_string("/proc/self/cgroup").unwrap_or_default();
-    for (controller, file, value) in
-        [("pids", "pids.max", limits.pids.to_string()), ("memory", "memory.limit_in_bytes", limits.memory_bytes.to_string())]
-    {
+    for (controller, file, value) in [
+        ("pids", "pids.max", limits.pids.to_string()),
+        (
+            "memory",
+            "memory.limit_in_bytes",
+            limits.memory_bytes.to_string(),
+        ),
+    ] {
         let base = Path::new("/sys/fs/cgroup").join(controller);
         if !base.join("tasks").exists() {
             continue;
@@ -276,7 +327,10 @@ fn join_cgroups(pid: u32, limits: &CgroupLimits) -> Vec<PathBuf> {
             .filter_map(|l| {
                 let mut parts = l.splitn(3, ':');
                 let (_, ctrls, path) = (parts.next()?, parts.next()?, parts.next()?);
-                ctrls.split(',').any(|c| c == controller).then(|| path.trim_start_matches('/').to_owned())
+                ctrls
+                    .split(',')
+                    .any(|c| c == controller)
+                    .then(|| path.trim_start_matches('/').to_owned())
             })
             .next()
             .unwrap_or_default();
@@ -284,7 +338,9 @@ fn join_cgroups(pid: u32, limits: &CgroupLimits) -> Vec<PathBuf> {
         if fs::create_dir(&dir).is_err() {
             continue;
         }
-        if fs::write(dir.join(file), &value).is_ok() && fs::write(dir.join("cgroup.procs"), pid.to_string()).is_ok() {
+        if fs::write(dir.join(file), &value).is_ok()
+            && fs::write(dir.join("cgroup.procs"), pid.to_string()).is_ok()
+        {
             joined.push(dir);
         } else {
             let _ = fs::remove_dir(&dir);

@@ -269,11 +269,15 @@ pub fn read_frame<R: Read, T: for<'de> Deserialize<'de>>(r: &mut R) -> io::Resul
     }
     let len = u32::from_le_bytes(len) as usize;
     if len > MAX_FRAME {
-        return Err(io::Error::other(format!("frame of {len} bytes exceeds the {MAX_FRAME}-byte limit")));
+        return Err(io::Error::other(format!(
+            "frame of {len} bytes exceeds the {MAX_FRAME}-byte limit"
+        )));
     }
     let mut body = vec![0u8; len];
     r.read_exact(&mut body)?;
-    serde_json::from_slice(&body).map(Some).map_err(io::Error::other)
+    serde_json::from_slice(&body)
+        .map(Some)
+        .map_err(io::Error::other)
 }
 
 #[cfg(test)]
@@ -282,7 +286,11 @@ mod tests {
 
     #[test]
     fn every_request_and_response_round_trips() {
-        let ws = WorkspaceMount::Overlay { lowers: vec!["/a".into()], upper: "/u".into(), work: "/w".into() };
+        let ws = WorkspaceMount::Overlay {
+            lowers: vec!["/a".into()],
+            upper: "/u".into(),
+            work: "/w".into(),
+        };
         let requests = [
             Request::MountWorkspace(ws),
             Request::File(FileOp::Read { path: "x".into() }),
@@ -307,8 +315,14 @@ mod tests {
         write_frame(&mut buf, &Request::UnmountWorkspace).unwrap();
         write_frame(&mut buf, &Request::Shutdown).unwrap();
         let mut r = &buf[..];
-        assert!(matches!(read_frame::<_, Request>(&mut r).unwrap(), Some(Request::UnmountWorkspace)));
-        assert!(matches!(read_frame::<_, Request>(&mut r).unwrap(), Some(Request::Shutdown)));
+        assert!(matches!(
+            read_frame::<_, Request>(&mut r).unwrap(),
+            Some(Request::UnmountWorkspace)
+        ));
+        assert!(matches!(
+            read_frame::<_, Request>(&mut r).unwrap(),
+            Some(Request::Shutdown)
+        ));
         assert!(read_frame::<_, Request>(&mut r).unwrap().is_none());
 
         let mut big = Vec::new();

@@ -22,12 +22,12 @@ use std::fs::File;
 use std::os::unix::fs::{MetadataExt, PermissionsExt};
 use std::path::Path;
 
+use crate::Runtime;
 use crate::layer::OwnerMap;
 use crate::runtime::{Result, RuntimeError};
 use crate::sandbox::{Sandbox, SandboxError};
 use crate::store::object::{Action, Manifest, SessionState, SnapshotId};
 use crate::store::{failpoint, fsync_dir};
-use crate::Runtime;
 
 /// Failpoints of the snapshot protocol, in order (see [`crate::store::failpoint`]).
 pub const FAILPOINTS: &[&str] = &[
@@ -52,7 +52,11 @@ pub struct Snapshot {
 
 impl Snapshot {
     pub(crate) fn new(runtime: Runtime, id: SnapshotId, manifest: Manifest) -> Self {
-        Self { runtime, id, manifest }
+        Self {
+            runtime,
+            id,
+            manifest,
+        }
     }
 
     /// The snapshot id (hash of the manifest).
@@ -133,7 +137,12 @@ impl Sandbox {
 
 /// Steps 2–4 of the protocol for the sandbox's private part. Returns
 /// whether a new (non-empty) layer joined the chain.
-fn seal_private(runtime: &Runtime, sandbox: &Sandbox, empty: bool, tree_id: SnapshotId) -> Result<bool> {
+fn seal_private(
+    runtime: &Runtime,
+    sandbox: &Sandbox,
+    empty: bool,
+    tree_id: SnapshotId,
+) -> Result<bool> {
     let store = runtime.store();
     let private = sandbox.private_dir();
     let dir = File::open(private).map_err(|e| io("open", private, e))?;
@@ -150,7 +159,9 @@ fn seal_private(runtime: &Runtime, sandbox: &Sandbox, empty: bool, tree_id: Snap
         } else {
             // The copy workspace stays the sandbox's; the layer is the written delta.
             let staging = store.new_temp_path("seal");
-            let written = sandbox.write_copy_delta(&staging).and_then(|tree| Ok(store.put_tree(&tree)?));
+            let written = sandbox
+                .write_copy_delta(&staging)
+                .and_then(|tree| Ok(store.put_tree(&tree)?));
             let written = match written {
                 Ok(id) => id,
                 Err(e) => {
@@ -177,11 +188,18 @@ fn seal_private(runtime: &Runtime, sandbox: &Sandbox, empty: bool, tree_id: Snap
 }
 
 fn io(op: &'static str, path: &Path, source: std::io::Error) -> RuntimeError {
-    RuntimeError::Io { op, path: path.to_owned(), source }
+    RuntimeError::Io {
+        op,
+        path: path.to_owned(),
+        source,
+    }
 }
 
 fn now() -> u64 {
-    std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_secs()).unwrap_or(0)
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_secs())
+        .unwrap_or(0)
 }
 
 impl Runtime {
@@ -204,7 +222,8 @@ impl Runtime {
             failpoint("import.tree-written");
             let dest = store.layer_dir(&tree_id);
             if !dest.exists() {
-                std::fs::rename(&staging, &dest).map_err(|e| io("move imported layer to", &dest, e))?;
+                std::fs::rename(&staging, &dest)
+                    .map_err(|e| io("move imported layer to", &dest, e))?;
                 if let Some(parent) = dest.parent() {
                     fsync_dir(parent)?;
                 }
@@ -212,9 +231,14 @@ impl Runtime {
             failpoint("import.layer-renamed");
             let manifest = Manifest {
                 layers: vec![tree_id],
-                session: SessionState { cwd: "/workspace".to_owned(), ..SessionState::default() },
+                session: SessionState {
+                    cwd: "/workspace".to_owned(),
+                    ..SessionState::default()
+                },
                 parent: None,
-                action: Some(Action::Import { source: src.display().to_string() }),
+                action: Some(Action::Import {
+                    source: src.display().to_string(),
+                }),
                 observations: Vec::new(),
                 created_at: now(),
                 killed_background: Vec::new(),
@@ -275,11 +299,14 @@ fn copy_host_dir(src: &Path, dst: &Path, owners: &OwnerMap) -> Result<()> {
                 .map_err(|e| io("open", &from, e))?;
             let mut output = File::create(&to).map_err(|e| io("create", &to, e))?;
             std::io::copy(&mut input, &mut output).map_err(|e| io("copy", &to, e))?;
-            output.set_permissions(std::fs::Permissions::from_mode(m.mode() & 0o7777)).map_err(|e| io("chmod", &to, e))?;
+            output
+                .set_permissions(std::fs::Permissions::from_mode(m.mode() & 0o7777))
+                .map_err(|e| io("chmod", &to, e))?;
             chown(&to)?;
         }
         // Sockets, FIFOs and devices are not part of a workspace snapshot.
     }
-    std::fs::set_permissions(dst, std::fs::Permissions::from_mode(meta.mode() & 0o7777)).map_err(|e| io("chmod", dst, e))?;
+    std::fs::set_permissions(dst, std::fs::Permissions::from_mode(meta.mode() & 0o7777))
+        .map_err(|e| io("chmod", dst, e))?;
     chown(dst)
 }

@@ -153,7 +153,9 @@ impl Store {
             if owner_dead(&name, '-', true) {
                 continue;
             }
-            let Ok(text) = fs::read_to_string(path.join("base")) else { continue };
+            let Ok(text) = fs::read_to_string(path.join("base")) else {
+                continue;
+            };
             if let Ok(id) = text.trim().parse::<super::SnapshotId>()
                 && self.has_object(&id)
             {

@@ -1,0 +1,108 @@
+//! Crash safety (design invariant 3): killing the process at every step of
+//! the store, import and snapshot protocols leaves a store that `fsck`
+//! reports clean, lists no partial snapshot, and leaves no helper process or
+//! mount behind.
+
+use std::path::Path;
+use std::process::Command;
+
+const HELPER: &str = env!("CARGO_BIN_EXE_arbor-test-helper");
+const CRASHER: &str = env!("CARGO_BIN_EXE_arbor-test-crasher");
+
+fn helper_path() -> String {
+    std::env::var("ARBOR_TEST_HELPER").unwrap_or_else(|_| HELPER.to_owned())
+}
+
+fn crasher_path() -> String {
+    std::env::var("ARBOR_TEST_CRASHER").unwrap_or_else(|_| CRASHER.to_owned())
+}
+
+#[test]
+fn every_failpoint_leaves_a_clean_store() {
+    let dir = tempfile::tempdir().unwrap();
+    let src = dir.path().join("src");
+    arbor_tests::sample_workspace(&src);
+    let points: Vec<&str> = arbor_runtime::store::FAILPOINTS
+        .iter()
+        .chain(arbor_runtime::snapshot::FAILPOINTS)
+        .copied()
+        .collect();
+    assert!(points.len() >= 15, "{points:?}");
+    // Positive control: without a failpoint the protocol completes and is clean.
+    let control = dir.path().join("control");
+    let out = Command::new(crasher_path())
+        .arg(&control)
+        .arg(helper_path())
+        .arg(&src)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let rt =
+        arbor_runtime::Runtime::open(arbor_tests::options(&control, Path::new(HELPER))).unwrap();
+    assert!(rt.store().get_tag("latest").unwrap().is_some());
+
+    let mut hit = 0;
+    for (i, point) in points.iter().enumerate() {
+        // Fresh store for half of the points, a store with a prior base for the other half.
+        let home = if i % 2 == 0 {
+            dir.path().join(format!("home-{i}"))
+        } else {
+            control.clone()
+        };
+        let out = Command::new(crasher_path())
+            .arg(&home)
+            .arg(helper_path())
+            .arg(&src)
+            .env("ARBOR_FAILPOINT", point)
+            .output()
+            .unwrap();
+        if out.status.code() == Some(86) {
+            hit += 1;
+        }
+        let stdout = String::from_utf8_lossy(&out.stdout);
+        if let Some(pid) = stdout.lines().find_map(|l| l.strip_prefix("helper ")) {
+            // The helper dies with its parent (PDEATHSIG); give the kernel a moment.
+            let gone = (0..100).any(|_| {
+                std::thread::sleep(std::time::Duration::from_millis(10));
+                !Path::new(&format!("/proc/{pid}")).exists()
+                    || std::fs::read_to_string(format!("/proc/{pid}/stat"))
+                        .is_ok_and(|s| s.contains(") Z "))
+            });
+            assert!(gone, "helper {pid} outlived the crash at {point}");
+        }
+        let mounts = std::fs::read_to_string("/proc/self/mountinfo").unwrap();
+        assert!(
+            !mounts.contains(home.to_str().unwrap()),
+            "a mount of {} survived {point}",
+            home.display()
+        );
+        let rt =
+            arbor_runtime::Runtime::open(arbor_tests::options(&home, Path::new(HELPER))).unwrap();
+        let report = rt.store().fsck().unwrap();
+        assert!(
+            report.is_clean(),
+            "after a crash at {point}: {:?}",
+            report.problems
+        );
+        for id in rt.store().snapshots().unwrap() {
+            let snap = rt
+                .snapshot(&id)
+                .unwrap_or_else(|e| panic!("listed snapshot {id} unreadable after {point}: {e}"));
+            for layer in &snap.manifest().layers {
+                assert!(
+                    rt.store().layer_dir(layer).is_dir(),
+                    "listed snapshot {id} lacks layer {layer} after {point}"
+                );
+            }
+        }
+    }
+    assert!(
+        hit >= points.len() - 2,
+        "only {hit} of {} failpoints were reached",
+        points.len()
+    );
+}

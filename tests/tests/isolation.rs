@@ -1,0 +1,195 @@
+//! Isolation invariants (design invariant 6): nothing inside a sandbox can
+//! write outside `/workspace` and `/tmp`, reach the network, see host
+//! processes or host files, or exhaust the host's process table. Each
+//! negative check has a positive control that shows it could fail.
+
+use std::io::{Read, Write};
+use std::net::{TcpListener, TcpStream};
+use std::path::Path;
+
+use arbor_runtime::ExecOptions;
+use arbor_runtime::store::object::ExitStatus;
+
+const HELPER: &str = env!("CARGO_BIN_EXE_arbor-test-helper");
+
+fn sandbox(t: &arbor_tests::TestRuntime) -> arbor_runtime::Sandbox {
+    let src = t.scratch("src");
+    arbor_tests::sample_workspace(&src);
+    t.runtime.import(&src, None).unwrap().open().unwrap()
+}
+
+fn run(sb: &mut arbor_runtime::Sandbox, cmd: &str) -> arbor_runtime::Observation {
+    sb.exec(cmd, &ExecOptions { timeout_ms: 30_000 }).unwrap()
+}
+
+#[test]
+fn writes_outside_workspace_and_tmp_fail() {
+    let t = arbor_tests::runtime(Path::new(HELPER));
+    let mut sb = sandbox(&t);
+    let ok = run(
+        &mut sb,
+        "echo a > /workspace/ok && echo b > /tmp/ok && echo fine",
+    );
+    assert_eq!(ok.stdout_text(), "fine\n", "positive control");
+    for target in [
+        "/usr/arbor-x",
+        "/etc/arbor-x",
+        "/arbor-x",
+        "/bin/arbor-x",
+        "/dev/arbor-x",
+        "/proc/arbor-x",
+    ] {
+        let obs = run(&mut sb, &format!("echo x > {target}"));
+        assert_ne!(obs.code(), Some(0), "{target} was writable");
+    }
+    // Remounting the read-only view is refused (CAP_SYS_ADMIN is dropped).
+    let obs = run(
+        &mut sb,
+        "mount -o remount,rw / 2>&1; mount -t tmpfs none /usr 2>&1; echo $?",
+    );
+    assert!(
+        obs.stdout_text().trim_end().ends_with("32") || !obs.stdout_text().contains("\n0\n"),
+        "{}",
+        obs.stdout_text()
+    );
+    assert!(!Path::new("/usr/arbor-x").exists() && !Path::new("/arbor-x").exists());
+}
+
+#[test]
+fn network_is_loopback_only() {
+    let listener = TcpListener::bind("0.0.0.0:0").unwrap();
+    let port = listener.local_addr().unwrap().port();
+    std::thread::spawn(move || {
+        for mut conn in listener.incoming().flatten() {
+            let _ = conn.write_all(b"host-secret\n");
+        }
+    });
+    // Positive control: the host itself reaches the listener.
+    let mut s = TcpStream::connect(("127.0.0.1", port)).unwrap();
+    let mut buf = String::new();
+    s.read_to_string(&mut buf).unwrap();
+    assert_eq!(buf, "host-secret\n");
+
+    let t = arbor_tests::runtime(Path::new(HELPER));
+    let mut sb = sandbox(&t);
+    let obs = run(
+        &mut sb,
+        &format!("timeout 5 bash -c 'cat < /dev/tcp/127.0.0.1/{port}' 2>&1; echo rc=$?"),
+    );
+    assert!(
+        !obs.stdout_text().contains("host-secret"),
+        "{}",
+        obs.stdout_text()
+    );
+    // Only the loopback interface exists, and it is up.
+    let obs = run(
+        &mut sb,
+        "ls /sys/class/net 2>/dev/null || cat /proc/net/dev | tail -n +3 | cut -d: -f1",
+    );
+    assert_eq!(
+        obs.stdout_text().split_whitespace().collect::<Vec<_>>(),
+        ["lo"]
+    );
+    // Loopback inside works (positive control for the namespace itself).
+    let obs = run(
+        &mut sb,
+        "python3 -c \"import socket;s=socket.socket();s.bind(('127.0.0.1',0));s.listen();c=socket.create_connection(s.getsockname());print('loopback-ok')\"",
+    );
+    assert_eq!(
+        obs.stdout_text(),
+        "loopback-ok\n",
+        "{}",
+        String::from_utf8_lossy(&obs.stderr)
+    );
+}
+
+#[test]
+fn host_processes_are_invisible() {
+    let t = arbor_tests::runtime(Path::new(HELPER));
+    let mut sb = sandbox(&t);
+    let obs = run(
+        &mut sb,
+        "ls /proc | grep -E '^[0-9]+$' | wc -l; cat /proc/1/cmdline | tr '\\0' ' '",
+    );
+    let text = obs.stdout_text();
+    let count: usize = text.lines().next().unwrap().trim().parse().unwrap();
+    assert!(count <= 6, "saw {count} processes: {text}");
+    let own = std::process::id();
+    let obs = run(
+        &mut sb,
+        &format!("test -e /proc/{own}/cmdline && grep -c arbor /proc/{own}/cmdline || echo absent"),
+    );
+    assert!(
+        obs.stdout_text().contains("absent") || own <= 6,
+        "{}",
+        obs.stdout_text()
+    );
+    // Positive control: the host does see itself.
+    assert!(Path::new(&format!("/proc/{own}/cmdline")).exists());
+}
+
+#[test]
+fn host_paths_are_not_visible() {
+    let t = arbor_tests::runtime(Path::new(HELPER));
+    let canary = t.scratch("host-canary.txt");
+    std::fs::write(&canary, "canary").unwrap();
+    let mut sb = sandbox(&t);
+    let project = env!("CARGO_MANIFEST_DIR");
+    let store = t.home();
+    let obs = run(&mut sb, "test -x /usr/bin/bash && echo control-ok");
+    assert_eq!(obs.stdout_text(), "control-ok\n", "positive control");
+    for path in [
+        canary.to_str().unwrap(),
+        store.to_str().unwrap(),
+        project,
+        "/root",
+        "/home",
+        "/work",
+        "/sys/fs/cgroup",
+    ] {
+        let obs = run(
+            &mut sb,
+            &format!("test -e '{path}' && echo visible || echo absent"),
+        );
+        assert_eq!(
+            obs.stdout_text(),
+            "absent\n",
+            "{path} is visible inside the sandbox"
+        );
+    }
+    let obs = run(&mut sb, "grep -c . /etc/passwd");
+    assert_eq!(
+        obs.stdout_text(),
+        "2\n",
+        "the sandbox has its own /etc/passwd"
+    );
+}
+
+#[test]
+fn fork_bomb_is_contained() {
+    let t = arbor_tests::runtime(Path::new(HELPER));
+    let mut sb = sandbox(&t);
+    let limit = run(&mut sb, "ulimit -u");
+    assert_eq!(limit.stdout_text(), "512\n");
+    let started = std::time::Instant::now();
+    let obs = sb
+        .exec(
+            "bomb() { bomb | bomb & }; bomb; sleep 3; echo survived",
+            &ExecOptions { timeout_ms: 20_000 },
+        )
+        .unwrap();
+    assert!(started.elapsed().as_secs() < 60);
+    // Either the shell finished (fork failures) or the timeout ended it; the host is fine.
+    assert!(
+        matches!(obs.exit, ExitStatus::Code { .. } | ExitStatus::Timeout),
+        "{:?}",
+        obs.exit
+    );
+    let ok = run(&mut sb, "echo after");
+    assert_eq!(ok.stdout_text(), "after\n");
+    if arbor_tests::is_root() {
+        // As real root the sandbox runs as a dedicated unprivileged uid, so
+        // RLIMIT_NPROC applies, and the pids cgroup caps it as well.
+        assert!(!sb.cgroups().is_empty() || !Path::new("/sys/fs/cgroup/pids").exists());
+    }
+}
