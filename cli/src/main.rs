@@ -1,2 +1,105 @@
-//! The `arbor` command line.
-fn main() {}
+//! The `arbor` command line: import host directories as snapshots, run
+//! commands in forks of them, diff, log, check out, list, tag, remove,
+//! collect and verify. See `arbor --help` and the README.
+//!
+//! The binary is also the sandbox helper: the runtime spawns it again as
+//! `arbor __sandbox-helper`, which must take over before clap or any thread
+//! starts (a process with threads cannot enter a new user namespace).
+//!
+//! Exit status: what the command says (for `exec`, the command's own), 2 for
+//! usage and input errors (unknown id, bad tag name, ...), 1 for any other
+//! error. Errors print `arbor: error: <message>` with their whole chain.
+
+mod args;
+mod commands;
+mod error;
+mod fanout;
+mod output;
+mod render;
+
+use anyhow::Result;
+use arbor_runtime::{Runtime, RuntimeOptions};
+use clap::Parser as _;
+use clap::error::ErrorKind;
+
+use crate::args::Cli;
+use crate::commands::Ctx;
+use crate::error::{EXIT_USAGE, chain_message, exit_status};
+
+/// The first argument that turns this process into the sandbox helper.
+const HELPER_ARG: &str = "__sandbox-helper";
+
+fn main() {
+    if std::env::args_os().nth(1).is_some_and(|a| a == HELPER_ARG) {
+        arbor_runtime::sandbox::helper::main();
+    }
+    let cli = match Cli::try_parse() {
+        Ok(cli) => cli,
+        Err(e) => usage_error(&e),
+    };
+    let json = cli.json;
+    let code = match run(cli) {
+        Ok(code) => code,
+        Err(e) if output::is_broken_pipe(&e) => 0,
+        Err(e) => report(&e, json),
+    };
+    std::process::exit(code);
+}
+
+/// Open the store and run the command.
+fn run(cli: Cli) -> Result<i32> {
+    let home = match cli.home {
+        Some(home) => home,
+        None => RuntimeOptions::default_home()?,
+    };
+    let runtime = Runtime::open(RuntimeOptions::new(home)?)?;
+    commands::run(
+        &Ctx {
+            runtime,
+            json: cli.json,
+        },
+        cli.command,
+    )
+}
+
+/// Print an error (and, with `--json`, an error object on stdout); return
+/// its exit status.
+fn report(err: &anyhow::Error, json: bool) -> i32 {
+    let code = exit_status(err);
+    let message = chain_message(err);
+    if json {
+        let _ = output::json(&serde_json::json!({ "error": message, "exit": code }));
+    }
+    let _ = output::stderr_bytes(format!("arbor: error: {message}\n").as_bytes());
+    code
+}
+
+/// Help and version go to stdout with status 0; anything else is a usage
+/// error: `arbor: error: ...` and status 2.
+fn usage_error(e: &clap::Error) -> ! {
+    if matches!(e.kind(), ErrorKind::DisplayHelp | ErrorKind::DisplayVersion) {
+        let _ = output::stdout_bytes(e.render().to_string().as_bytes());
+        std::process::exit(0);
+    }
+    if e.kind() == ErrorKind::DisplayHelpOnMissingArgumentOrSubcommand {
+        let _ = output::stderr_bytes(e.render().to_string().as_bytes());
+        std::process::exit(EXIT_USAGE);
+    }
+    let text = e.render().to_string();
+    let text = text.strip_prefix("error: ").unwrap_or(&text);
+    if json_requested() {
+        let message = text.lines().next().unwrap_or_default();
+        let _ = output::json(&serde_json::json!({ "error": message, "exit": EXIT_USAGE }));
+    }
+    let _ = output::stderr_bytes(format!("arbor: error: {text}").as_bytes());
+    std::process::exit(EXIT_USAGE);
+}
+
+/// Whether `--json` appears among the arguments (before any `--`), for
+/// errors found before the arguments could be parsed.
+fn json_requested() -> bool {
+    std::env::args_os()
+        .skip(1)
+        .take_while(|a| a != "--")
+        .any(|a| a == "--json")
+}

@@ -1,0 +1,209 @@
+//! The command line grammar (clap derive): global flags and one variant per
+//! command. Parsing only; the commands themselves live in [`crate::commands`].
+
+use std::path::PathBuf;
+
+use clap::{Parser, Subcommand};
+
+/// Default wall-clock limit of one action, in seconds.
+pub const DEFAULT_TIMEOUT_S: f64 = 60.0;
+
+/// Arbor: copy-on-write sandboxes for agents — snapshot, fork, diff, verify.
+#[derive(Debug, Parser)]
+#[command(
+    name = "arbor",
+    version,
+    propagate_version = true,
+    max_term_width = 100
+)]
+pub struct Cli {
+    /// The store directory [default: $ARBOR_HOME, else $XDG_DATA_HOME/arbor,
+    /// else ~/.local/share/arbor].
+    #[arg(long, global = true, value_name = "DIR")]
+    pub home: Option<PathBuf>,
+    /// Print exactly one JSON object on stdout instead of text.
+    #[arg(long, global = true)]
+    pub json: bool,
+    /// What to do.
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+/// The commands.
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Snapshot a host directory as a root snapshot and print its id.
+    Import {
+        /// The directory to import (symlinks are copied, never followed).
+        dir: PathBuf,
+        /// Also tag the new snapshot.
+        #[arg(long, value_name = "T")]
+        tag: Option<String>,
+    },
+    /// Run a shell command in a fresh fork of a snapshot.
+    ///
+    /// CMD is joined with spaces and run by `bash -c` in /workspace. Its
+    /// stdout and stderr are printed as captured and arbor exits with its
+    /// status: the command's code, 128+N when killed by signal N, 124 on
+    /// timeout, 125 when the workspace grew past its disk limit.
+    Exec {
+        /// Snapshot id, unique id prefix, or tag.
+        snapshot: String,
+        /// Snapshot the result and print the new id (on stderr in text mode).
+        #[arg(long)]
+        commit: bool,
+        /// Tag the committed snapshot.
+        #[arg(long, value_name = "T", requires = "commit")]
+        tag: Option<String>,
+        /// Wall-clock limit in seconds; the whole process tree is killed when it passes.
+        #[arg(long, value_name = "S", default_value_t = DEFAULT_TIMEOUT_S, value_parser = parse_timeout)]
+        timeout: f64,
+        /// The command, after `--`.
+        #[arg(last = true, required = true, value_name = "CMD")]
+        command: Vec<String>,
+    },
+    /// Run each command in its own fork of a snapshot, concurrently.
+    ///
+    /// Prints a table of command, exit status, duration, committed snapshot
+    /// and first line of stdout. Exits 1 if a fork could not be run or
+    /// committed; the commands' own exit statuses are only reported.
+    Fanout {
+        /// Snapshot id, unique id prefix, or tag.
+        snapshot: String,
+        /// A shell command; repeat for each fork.
+        #[arg(long = "cmd", value_name = "C", required = true)]
+        commands: Vec<String>,
+        /// Snapshot each fork's result.
+        #[arg(long)]
+        commit: bool,
+        /// Tag the i-th committed result PREFIX-i (counting from 1).
+        #[arg(long, value_name = "PREFIX", requires = "commit")]
+        tag_prefix: Option<String>,
+        /// Wall-clock limit of each command in seconds.
+        #[arg(long, value_name = "S", default_value_t = DEFAULT_TIMEOUT_S, value_parser = parse_timeout)]
+        timeout: f64,
+    },
+    /// Added (+), modified (~) and deleted (-) paths from snapshot A to B.
+    Diff {
+        /// The older snapshot.
+        a: String,
+        /// The newer snapshot.
+        b: String,
+    },
+    /// The chain of snapshots and actions from the root to SNAP.
+    Log {
+        /// Snapshot id, unique id prefix, or tag.
+        snapshot: String,
+    },
+    /// Materialise a snapshot into a host directory (absent or empty).
+    ///
+    /// Every layer file is verified first: a corrupt file fails the checkout
+    /// and is named.
+    Checkout {
+        /// Snapshot id, unique id prefix, or tag.
+        snapshot: String,
+        /// Destination directory.
+        dir: PathBuf,
+    },
+    /// List the snapshots, oldest first.
+    Ls,
+    /// Print a snapshot's manifest as JSON.
+    Show {
+        /// Snapshot id, unique id prefix, or tag.
+        snapshot: String,
+    },
+    /// Name a snapshot (`tag SNAP NAME`), delete a tag (`tag --delete NAME`),
+    /// or list the tags (`tag`).
+    Tag {
+        /// Snapshot id, unique id prefix, or tag.
+        snapshot: Option<String>,
+        /// The tag name: 1-100 characters of A-Z a-z 0-9 . _ -, not starting with '.'.
+        name: Option<String>,
+        /// Delete this tag.
+        #[arg(long, value_name = "NAME", conflicts_with_all = ["snapshot", "name"])]
+        delete: Option<String>,
+    },
+    /// Unlist a snapshot and delete its tags; its data is freed by `arbor gc`.
+    Rm {
+        /// Snapshot id, unique id prefix, or tag.
+        snapshot: String,
+    },
+    /// Collect garbage: everything no tag reaches.
+    ///
+    /// Kept: tagged snapshots, their ancestors, and the bases of running
+    /// sandboxes. Untagged snapshots outside those chains are unlisted and
+    /// their data removed.
+    Gc,
+    /// Verify the whole store: every object's hash and every file of every
+    /// sealed layer. Exits 1 if a problem is found; garbage is only reported.
+    Fsck,
+}
+
+/// Parse a positive number of seconds.
+fn parse_timeout(text: &str) -> Result<f64, String> {
+    let secs: f64 = text
+        .parse()
+        .map_err(|_| format!("{text:?} is not a number of seconds"))?;
+    if secs.is_finite() && secs > 0.0 && secs <= 86_400.0 * 365.0 {
+        Ok(secs)
+    } else {
+        Err(format!(
+            "{text:?}: the timeout must be more than 0 seconds and at most a year"
+        ))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::CommandFactory;
+
+    #[test]
+    fn grammar_is_consistent() {
+        Cli::command().debug_assert();
+    }
+
+    #[test]
+    fn exec_takes_the_command_after_the_separator() {
+        let cli = Cli::try_parse_from([
+            "arbor", "--home", "/h", "exec", "base", "--commit", "--", "echo", "-n", "x",
+        ])
+        .unwrap();
+        match cli.command {
+            Command::Exec {
+                snapshot,
+                commit,
+                command,
+                timeout,
+                tag,
+            } => {
+                assert_eq!(snapshot, "base");
+                assert!(commit);
+                assert_eq!(command, ["echo", "-n", "x"]);
+                assert!((timeout - DEFAULT_TIMEOUT_S).abs() < f64::EPSILON);
+                assert_eq!(tag, None);
+            }
+            other => panic!("{other:?}"),
+        }
+        assert!(
+            Cli::try_parse_from(["arbor", "exec", "base", "--tag", "t", "--", "true"]).is_err()
+        );
+        assert!(
+            Cli::try_parse_from(["arbor", "exec", "base", "--timeout", "0", "--", "true"]).is_err()
+        );
+        assert!(Cli::try_parse_from(["arbor", "exec", "base"]).is_err());
+    }
+
+    #[test]
+    fn global_flags_go_anywhere() {
+        let cli = Cli::try_parse_from(["arbor", "ls", "--json", "--home", "/x"]).unwrap();
+        assert!(cli.json);
+        assert_eq!(cli.home, Some(PathBuf::from("/x")));
+    }
+
+    #[test]
+    fn tag_delete_excludes_positionals() {
+        assert!(Cli::try_parse_from(["arbor", "tag", "--delete", "t"]).is_ok());
+        assert!(Cli::try_parse_from(["arbor", "tag", "snap", "--delete", "t"]).is_err());
+    }
+}

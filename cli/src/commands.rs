@@ -1,0 +1,734 @@
+//! The commands: each resolves its snapshot arguments, calls the runtime,
+//! prints its result (text, or one JSON object with `--json`) and returns
+//! the exit status. `fanout` lives in [`crate::fanout`].
+
+use std::collections::BTreeMap;
+use std::path::Path;
+
+use anyhow::Result;
+use arbor_runtime::layer::MaterializeReport;
+use arbor_runtime::store::{
+    Action, ExitStatus, FsckProblem, Manifest, ObservationDigest, SnapshotId, Store,
+};
+use arbor_runtime::{ExecOptions, Runtime};
+use serde::Serialize;
+
+use crate::args::Command;
+use crate::error::{EXIT_FAILURE, UsageError};
+use crate::output::{self, emit, note};
+use crate::render::{
+    action_summary, exit_code, exit_label, format_bytes, format_time, plural, table,
+};
+
+/// What every command works with.
+#[derive(Debug)]
+pub struct Ctx {
+    /// The runtime on the chosen store.
+    pub runtime: Runtime,
+    /// `--json` was given.
+    pub json: bool,
+}
+
+impl Ctx {
+    /// The store.
+    pub fn store(&self) -> &Store {
+        self.runtime.store()
+    }
+}
+
+/// Run one command; returns the process exit status.
+pub fn run(ctx: &Ctx, command: Command) -> Result<i32> {
+    match command {
+        Command::Import { dir, tag } => import(ctx, &dir, tag.as_deref()),
+        Command::Exec {
+            snapshot,
+            commit,
+            tag,
+            timeout,
+            command,
+        } => exec(ctx, &snapshot, commit, tag.as_deref(), timeout, &command),
+        Command::Fanout {
+            snapshot,
+            commands,
+            commit,
+            tag_prefix,
+            timeout,
+        } => crate::fanout::fanout(
+            ctx,
+            &snapshot,
+            &commands,
+            commit,
+            tag_prefix.as_deref(),
+            timeout,
+        ),
+        Command::Diff { a, b } => diff(ctx, &a, &b),
+        Command::Log { snapshot } => log(ctx, &snapshot),
+        Command::Checkout { snapshot, dir } => checkout(ctx, &snapshot, &dir),
+        Command::Ls => ls(ctx),
+        Command::Show { snapshot } => show(ctx, &snapshot),
+        Command::Tag {
+            snapshot,
+            name,
+            delete,
+        } => tag(ctx, snapshot.as_deref(), name.as_deref(), delete.as_deref()),
+        Command::Rm { snapshot } => rm(ctx, &snapshot),
+        Command::Gc => gc(ctx),
+        Command::Fsck => fsck(ctx),
+    }
+}
+
+/// Fail early, before any work, if `name` cannot be a tag.
+pub fn check_tag_name(store: &Store, name: &str) -> Result<()> {
+    store.get_tag(name)?;
+    Ok(())
+}
+
+/// Milliseconds from microseconds, for JSON.
+pub fn millis(us: u64) -> f64 {
+    us as f64 / 1000.0
+}
+
+/// Milliseconds of a timeout given in seconds.
+pub fn timeout_ms(seconds: f64) -> u64 {
+    (seconds * 1000.0).round().max(1.0) as u64
+}
+
+/// Tags by snapshot.
+fn tags_by_snapshot(store: &Store) -> Result<BTreeMap<SnapshotId, Vec<String>>> {
+    let mut out: BTreeMap<SnapshotId, Vec<String>> = BTreeMap::new();
+    for (name, id) in store.tags()? {
+        out.entry(id).or_default().push(name);
+    }
+    Ok(out)
+}
+
+#[derive(Serialize)]
+struct ImportJson<'a> {
+    snapshot: SnapshotId,
+    source: &'a Path,
+    tag: Option<&'a str>,
+}
+
+fn import(ctx: &Ctx, dir: &Path, tag: Option<&str>) -> Result<i32> {
+    if let Some(t) = tag {
+        check_tag_name(ctx.store(), t)?;
+    }
+    let snapshot = ctx.runtime.import(dir, tag)?;
+    let id = *snapshot.id();
+    emit(
+        ctx.json,
+        &ImportJson {
+            snapshot: id,
+            source: dir,
+            tag,
+        },
+        || format!("{id}\n"),
+    )?;
+    Ok(0)
+}
+
+/// The `--json` result of `arbor exec`.
+#[derive(Serialize)]
+struct ExecJson {
+    /// The snapshot the fork was taken from.
+    snapshot: SnapshotId,
+    command: String,
+    stdout: String,
+    stderr: String,
+    /// Shell-style exit status (124 timeout, 125 disk limit, 128+N signal N).
+    exit: i32,
+    /// The structured status.
+    status: ExitStatus,
+    duration_ms: f64,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    committed: Option<SnapshotId>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    tag: Option<String>,
+    killed_background: Vec<String>,
+}
+
+fn exec(
+    ctx: &Ctx,
+    snapshot: &str,
+    commit: bool,
+    tag: Option<&str>,
+    timeout_s: f64,
+    words: &[String],
+) -> Result<i32> {
+    let command = words.join(" ");
+    if command.trim().is_empty() {
+        return Err(UsageError("the command to run is empty".into()).into());
+    }
+    let base = ctx.runtime.resolve(snapshot)?;
+    if let Some(t) = tag {
+        check_tag_name(ctx.store(), t)?;
+    }
+    let mut sandbox = base.open()?;
+    let obs = sandbox.exec(
+        &command,
+        &ExecOptions {
+            timeout_ms: timeout_ms(timeout_s),
+        },
+    )?;
+    let committed = if commit {
+        let new = sandbox.snapshot()?;
+        if let Some(t) = tag {
+            ctx.store().set_tag(t, new.id())?;
+        }
+        Some(*new.id())
+    } else {
+        None
+    };
+    drop(sandbox);
+    let code = exit_code(&obs.exit);
+    if ctx.json {
+        output::json(&ExecJson {
+            snapshot: *base.id(),
+            command,
+            stdout: String::from_utf8_lossy(&obs.stdout).into_owned(),
+            stderr: String::from_utf8_lossy(&obs.stderr).into_owned(),
+            exit: code,
+            status: obs.exit,
+            duration_ms: millis(obs.duration_us),
+            committed,
+            tag: committed.and(tag.map(str::to_owned)),
+            killed_background: obs.killed_background,
+        })?;
+        return Ok(code);
+    }
+    output::stdout_bytes(&obs.stdout)?;
+    output::stderr_bytes(&obs.stderr)?;
+    match obs.exit {
+        ExitStatus::Timeout => note(
+            false,
+            &format!("timed out after {timeout_s} s; its process tree was killed"),
+        )?,
+        ExitStatus::DiskLimit => note(false, "stopped: the workspace grew past its disk limit")?,
+        ExitStatus::Signal { signal } => note(false, &format!("killed by signal {signal}"))?,
+        ExitStatus::Code { .. } => {}
+    }
+    if !obs.killed_background.is_empty() {
+        let n = obs.killed_background.len();
+        note(
+            false,
+            &format!(
+                "ended {n} background process{} still running: {}",
+                if n == 1 { "" } else { "es" },
+                obs.killed_background.join("; ")
+            ),
+        )?;
+    }
+    if let Some(id) = committed {
+        let tagged = tag.map(|t| format!(" (tag {t})")).unwrap_or_default();
+        note(false, &format!("committed snapshot {id}{tagged}"))?;
+    }
+    Ok(code)
+}
+
+#[derive(Serialize)]
+struct DiffJson {
+    from: SnapshotId,
+    to: SnapshotId,
+    added: Vec<String>,
+    modified: Vec<String>,
+    deleted: Vec<String>,
+}
+
+fn diff(ctx: &Ctx, a: &str, b: &str) -> Result<i32> {
+    let a = ctx.runtime.resolve(a)?;
+    let b = ctx.runtime.resolve(b)?;
+    let d = ctx.runtime.diff(&a, &b)?;
+    let result = DiffJson {
+        from: *a.id(),
+        to: *b.id(),
+        added: d.added,
+        modified: d.modified,
+        deleted: d.deleted,
+    };
+    emit(ctx.json, &result, || {
+        let mut lines: Vec<(&str, char)> = result
+            .added
+            .iter()
+            .map(|p| (p.as_str(), '+'))
+            .chain(result.modified.iter().map(|p| (p.as_str(), '~')))
+            .chain(result.deleted.iter().map(|p| (p.as_str(), '-')))
+            .collect();
+        if lines.is_empty() {
+            return "no differences\n".to_owned();
+        }
+        lines.sort();
+        lines
+            .into_iter()
+            .map(|(p, sign)| format!("{sign} {p}\n"))
+            .collect()
+    })?;
+    Ok(0)
+}
+
+/// One snapshot of `arbor log`.
+#[derive(Serialize)]
+struct LogEntry {
+    id: SnapshotId,
+    parent: Option<SnapshotId>,
+    created_at: u64,
+    summary: String,
+    action: Option<Action>,
+    exits: Vec<String>,
+    observations: Vec<ObservationDigest>,
+    killed_background: Vec<String>,
+    tags: Vec<String>,
+}
+
+#[derive(Serialize)]
+struct LogJson {
+    snapshot: SnapshotId,
+    chain: Vec<LogEntry>,
+}
+
+fn log(ctx: &Ctx, snapshot: &str) -> Result<i32> {
+    let snapshot = ctx.runtime.resolve(snapshot)?;
+    let mut tags = tags_by_snapshot(ctx.store())?;
+    let chain: Vec<LogEntry> = ctx
+        .runtime
+        .log(&snapshot)?
+        .into_iter()
+        .map(|s| {
+            let m = s.manifest().clone();
+            LogEntry {
+                id: *s.id(),
+                parent: m.parent,
+                created_at: m.created_at,
+                summary: action_summary(m.action.as_ref()),
+                exits: m.observations.iter().map(|o| exit_label(&o.exit)).collect(),
+                action: m.action,
+                observations: m.observations,
+                killed_background: m.killed_background,
+                tags: tags.remove(s.id()).unwrap_or_default(),
+            }
+        })
+        .collect();
+    let result = LogJson {
+        snapshot: *snapshot.id(),
+        chain,
+    };
+    emit(ctx.json, &result, || {
+        let rows: Vec<Vec<String>> = result
+            .chain
+            .iter()
+            .map(|e| {
+                let mut action = e.summary.clone();
+                if !e.tags.is_empty() {
+                    action = format!("{action}  [tag {}]", e.tags.join(", "));
+                }
+                if !e.killed_background.is_empty() {
+                    action = format!(
+                        "{action}  (ended background: {})",
+                        e.killed_background.join("; ")
+                    );
+                }
+                let exits = if e.exits.is_empty() {
+                    "-".to_owned()
+                } else {
+                    e.exits.join(",")
+                };
+                vec![e.id.short(), format_time(e.created_at), exits, action]
+            })
+            .collect();
+        table(&["SNAPSHOT", "CREATED (UTC)", "EXIT", "ACTION"], &rows)
+    })?;
+    Ok(0)
+}
+
+#[derive(Serialize)]
+struct CheckoutJson<'a> {
+    snapshot: SnapshotId,
+    dir: &'a Path,
+    report: MaterializeReport,
+}
+
+fn checkout(ctx: &Ctx, snapshot: &str, dir: &Path) -> Result<i32> {
+    let snapshot = ctx.runtime.resolve(snapshot)?;
+    let report = ctx.runtime.checkout(&snapshot, dir)?;
+    emit(
+        ctx.json,
+        &CheckoutJson {
+            snapshot: *snapshot.id(),
+            dir,
+            report,
+        },
+        || {
+            let mut text = format!(
+                "checked out {} into {}: {} file{}, {} director{}, {} symlink{}, {}\n",
+                snapshot.id().short(),
+                dir.display(),
+                report.files,
+                plural(report.files as usize),
+                report.dirs,
+                if report.dirs == 1 { "y" } else { "ies" },
+                report.symlinks,
+                plural(report.symlinks as usize),
+                format_bytes(report.bytes),
+            );
+            if report.specials_skipped > 0 {
+                text.push_str(&format!(
+                    "skipped {} device node(s) or socket(s)\n",
+                    report.specials_skipped
+                ));
+            }
+            text
+        },
+    )?;
+    Ok(0)
+}
+
+/// One row of `arbor ls`.
+#[derive(Serialize)]
+struct LsEntry {
+    id: SnapshotId,
+    created_at: u64,
+    parent: Option<SnapshotId>,
+    tags: Vec<String>,
+    summary: String,
+    layers: usize,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    error: Option<String>,
+}
+
+#[derive(Serialize)]
+struct LsJson {
+    snapshots: Vec<LsEntry>,
+}
+
+fn ls(ctx: &Ctx) -> Result<i32> {
+    let mut tags = tags_by_snapshot(ctx.store())?;
+    let mut snapshots: Vec<LsEntry> = ctx
+        .store()
+        .snapshots()?
+        .into_iter()
+        .map(|id| {
+            let tags = tags.remove(&id).unwrap_or_default();
+            match ctx.store().get_manifest(&id) {
+                Ok(m) => LsEntry {
+                    id,
+                    created_at: m.created_at,
+                    parent: m.parent,
+                    tags,
+                    summary: action_summary(m.action.as_ref()),
+                    layers: m.layers.len(),
+                    error: None,
+                },
+                Err(e) => LsEntry {
+                    id,
+                    created_at: 0,
+                    parent: None,
+                    tags,
+                    summary: String::new(),
+                    layers: 0,
+                    error: Some(e.to_string()),
+                },
+            }
+        })
+        .collect();
+    // Seconds tie often; within one second, ancestors come first.
+    let parents: BTreeMap<SnapshotId, Option<SnapshotId>> =
+        snapshots.iter().map(|e| (e.id, e.parent)).collect();
+    let depth = |id: &SnapshotId| {
+        let mut depth = 0usize;
+        let mut cur = parents.get(id).copied().flatten();
+        while let Some(p) = cur {
+            depth += 1;
+            if depth > parents.len() {
+                break;
+            }
+            cur = parents.get(&p).copied().flatten();
+        }
+        depth
+    };
+    snapshots.sort_by_cached_key(|e| (e.created_at, depth(&e.id), e.id));
+    let result = LsJson { snapshots };
+    emit(ctx.json, &result, || {
+        if result.snapshots.is_empty() {
+            return "no snapshots (create one with `arbor import DIR`)\n".to_owned();
+        }
+        let rows: Vec<Vec<String>> = result
+            .snapshots
+            .iter()
+            .map(|e| {
+                let created = if e.error.is_some() {
+                    "?".to_owned()
+                } else {
+                    format_time(e.created_at)
+                };
+                let action = e
+                    .error
+                    .as_ref()
+                    .map_or_else(|| e.summary.clone(), |err| format!("unreadable: {err}"));
+                vec![
+                    e.id.short(),
+                    created,
+                    e.parent.map_or_else(|| "-".to_owned(), |p| p.short()),
+                    if e.tags.is_empty() {
+                        "-".to_owned()
+                    } else {
+                        e.tags.join(",")
+                    },
+                    crate::render::clip(&action, 80),
+                ]
+            })
+            .collect();
+        table(
+            &["SNAPSHOT", "CREATED (UTC)", "PARENT", "TAGS", "ACTION"],
+            &rows,
+        )
+    })?;
+    Ok(0)
+}
+
+#[derive(Serialize)]
+struct ShowJson<'a> {
+    id: SnapshotId,
+    tags: Vec<String>,
+    manifest: &'a Manifest,
+}
+
+fn show(ctx: &Ctx, snapshot: &str) -> Result<i32> {
+    let snapshot = ctx.runtime.resolve(snapshot)?;
+    let tags = tags_by_snapshot(ctx.store())?
+        .remove(snapshot.id())
+        .unwrap_or_default();
+    let manifest = snapshot.manifest();
+    if ctx.json {
+        output::json(&ShowJson {
+            id: *snapshot.id(),
+            tags,
+            manifest,
+        })?;
+    } else {
+        let mut text = serde_json::to_string_pretty(manifest)?;
+        text.push('\n');
+        output::stdout_bytes(text.as_bytes())?;
+    }
+    Ok(0)
+}
+
+#[derive(Serialize)]
+struct TagJson<'a> {
+    tag: &'a str,
+    snapshot: SnapshotId,
+    deleted: bool,
+}
+
+#[derive(Serialize)]
+struct TagsJson {
+    tags: BTreeMap<String, SnapshotId>,
+}
+
+fn tag(ctx: &Ctx, snapshot: Option<&str>, name: Option<&str>, delete: Option<&str>) -> Result<i32> {
+    let store = ctx.store();
+    if let Some(name) = delete {
+        let Some(id) = store.get_tag(name)? else {
+            return Err(arbor_runtime::store::StoreError::UnknownTag(name.to_owned()).into());
+        };
+        store.delete_tag(name)?;
+        emit(
+            ctx.json,
+            &TagJson {
+                tag: name,
+                snapshot: id,
+                deleted: true,
+            },
+            || format!("deleted tag {name} (was {})\n", id.short()),
+        )?;
+        return Ok(0);
+    }
+    match (snapshot, name) {
+        (Some(snapshot), Some(name)) => {
+            let id = *ctx.runtime.resolve(snapshot)?.id();
+            store.set_tag(name, &id)?;
+            emit(
+                ctx.json,
+                &TagJson {
+                    tag: name,
+                    snapshot: id,
+                    deleted: false,
+                },
+                || format!("tagged {} as {name}\n", id.short()),
+            )?;
+        }
+        (Some(_), None) => {
+            return Err(UsageError(
+                "missing the tag NAME: use `arbor tag SNAP NAME` or `arbor tag --delete NAME`"
+                    .into(),
+            )
+            .into());
+        }
+        _ => {
+            let tags = store.tags()?;
+            emit(ctx.json, &TagsJson { tags: tags.clone() }, || {
+                if tags.is_empty() {
+                    return "no tags\n".to_owned();
+                }
+                let rows: Vec<Vec<String>> = tags
+                    .iter()
+                    .map(|(n, id)| vec![n.clone(), id.short()])
+                    .collect();
+                table(&["TAG", "SNAPSHOT"], &rows)
+            })?;
+        }
+    }
+    Ok(0)
+}
+
+#[derive(Serialize)]
+struct RmJson {
+    snapshot: SnapshotId,
+    tags_deleted: Vec<String>,
+}
+
+fn rm(ctx: &Ctx, snapshot: &str) -> Result<i32> {
+    let id = *ctx.runtime.resolve(snapshot)?.id();
+    let tags_deleted = ctx.store().remove_snapshot(&id)?;
+    let result = RmJson {
+        snapshot: id,
+        tags_deleted,
+    };
+    emit(ctx.json, &result, || {
+        let tags = if result.tags_deleted.is_empty() {
+            String::new()
+        } else {
+            format!(
+                " and deleted its tag{} {}",
+                plural(result.tags_deleted.len()),
+                result.tags_deleted.join(", ")
+            )
+        };
+        format!(
+            "removed snapshot {} from the list{tags}; its data is freed by `arbor gc` \
+             (unless a tagged snapshot builds on it)\n",
+            id.short()
+        )
+    })?;
+    Ok(0)
+}
+
+#[derive(Serialize)]
+struct GcJson {
+    snapshots_unlisted: usize,
+    objects_removed: usize,
+    layers_removed: usize,
+    squash_removed: usize,
+    tmp_removed: usize,
+    run_dirs_removed: usize,
+    bytes_freed: u64,
+    skipped: Vec<String>,
+}
+
+fn gc(ctx: &Ctx) -> Result<i32> {
+    let r = ctx.store().gc()?;
+    let result = GcJson {
+        snapshots_unlisted: r.snapshots_unlisted,
+        objects_removed: r.objects_removed,
+        layers_removed: r.layers_removed,
+        squash_removed: r.squash_removed,
+        tmp_removed: r.tmp_removed,
+        run_dirs_removed: r.run_dirs_removed,
+        bytes_freed: r.bytes_freed,
+        skipped: r.skipped,
+    };
+    emit(ctx.json, &result, || {
+        let rows = [
+            (
+                "snapshots unlisted (no tag reaches them)",
+                result.snapshots_unlisted.to_string(),
+            ),
+            ("objects removed", result.objects_removed.to_string()),
+            ("layers removed", result.layers_removed.to_string()),
+            ("squash caches removed", result.squash_removed.to_string()),
+            ("stale temp entries removed", result.tmp_removed.to_string()),
+            (
+                "dead sandbox dirs removed",
+                result.run_dirs_removed.to_string(),
+            ),
+            (
+                "freed",
+                format!(
+                    "{} ({} bytes)",
+                    format_bytes(result.bytes_freed),
+                    result.bytes_freed
+                ),
+            ),
+        ];
+        let width = rows.iter().map(|(k, _)| k.len()).max().unwrap_or(0);
+        let mut text: String = rows
+            .iter()
+            .map(|(k, v)| format!("{k:<width$}  {v}\n"))
+            .collect();
+        for s in &result.skipped {
+            text.push_str(&format!("left in place: {s}\n"));
+        }
+        text
+    })?;
+    Ok(0)
+}
+
+#[derive(Serialize)]
+struct ProblemJson {
+    path: String,
+    what: String,
+}
+
+impl From<&FsckProblem> for ProblemJson {
+    fn from(p: &FsckProblem) -> Self {
+        Self {
+            path: p.object_or_path.clone(),
+            what: p.what.clone(),
+        }
+    }
+}
+
+#[derive(Serialize)]
+struct FsckJson {
+    clean: bool,
+    objects_checked: usize,
+    layers_checked: usize,
+    files_checked: usize,
+    problems: Vec<ProblemJson>,
+    garbage: Vec<String>,
+}
+
+fn fsck(ctx: &Ctx) -> Result<i32> {
+    let r = ctx.store().fsck()?;
+    let result = FsckJson {
+        clean: r.is_clean(),
+        objects_checked: r.objects_checked,
+        layers_checked: r.layers_checked,
+        files_checked: r.files_checked,
+        problems: r.problems.iter().map(ProblemJson::from).collect(),
+        garbage: r.garbage.clone(),
+    };
+    emit(ctx.json, &result, || {
+        let mut text = format!(
+            "checked {} object{}, {} layer{}, {} layer entr{}\n",
+            r.objects_checked,
+            plural(r.objects_checked),
+            r.layers_checked,
+            plural(r.layers_checked),
+            r.files_checked,
+            if r.files_checked == 1 { "y" } else { "ies" },
+        );
+        for g in &r.garbage {
+            text.push_str(&format!("info: garbage (gc removes it): {g}\n"));
+        }
+        for p in &r.problems {
+            text.push_str(&format!("problem: {p}\n"));
+        }
+        if r.is_clean() {
+            text.push_str("fsck: clean\n");
+        } else {
+            let n = r.problems.len();
+            text.push_str(&format!("fsck: {n} problem{} found\n", plural(n)));
+        }
+        text
+    })?;
+    Ok(if r.is_clean() { 0 } else { EXIT_FAILURE })
+}

@@ -1,0 +1,270 @@
+//! `arbor fanout`: run each command in its own fork of one snapshot,
+//! concurrently, on a pool of at most `available_parallelism()` threads.
+//!
+//! Each fork is its own sandbox (its own helper process and private upper
+//! layer over the snapshot's shared lower chain), so the threads share
+//! nothing but the store. Progress goes to stderr and is hidden with
+//! `--json` or when stderr is not a terminal.
+
+use std::io::IsTerminal as _;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::Duration;
+
+use anyhow::{Context as _, Result, anyhow};
+use arbor_runtime::store::{ExitStatus, SnapshotId};
+use arbor_runtime::{ExecOptions, Observation, Snapshot};
+use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
+use serde::Serialize;
+
+use crate::commands::{Ctx, check_tag_name, millis, timeout_ms};
+use crate::error::{EXIT_FAILURE, chain_message};
+use crate::output::emit;
+use crate::render::{clip, exit_code, exit_label, first_line, format_duration_us, one_line, table};
+
+/// What one fork produced.
+#[derive(Debug)]
+struct ForkRun {
+    observation: Observation,
+    committed: Option<SnapshotId>,
+}
+
+/// One fork in the `--json` result.
+#[derive(Serialize)]
+struct ForkJson {
+    command: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    stdout: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    stderr: Option<String>,
+    /// Shell-style exit status (124 timeout, 125 disk limit, 128+N signal N).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    exit: Option<i32>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    status: Option<ExitStatus>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    duration_ms: Option<f64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    committed: Option<SnapshotId>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    tag: Option<String>,
+    killed_background: Vec<String>,
+    /// A runtime fault: the fork could not be run or committed.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    error: Option<String>,
+}
+
+#[derive(Serialize)]
+struct FanoutJson {
+    snapshot: SnapshotId,
+    forks: Vec<ForkJson>,
+}
+
+/// Run the fanout; returns the exit status (1 if any fork failed to run).
+pub fn fanout(
+    ctx: &Ctx,
+    snapshot: &str,
+    commands: &[String],
+    commit: bool,
+    tag_prefix: Option<&str>,
+    timeout_s: f64,
+) -> Result<i32> {
+    let base = ctx.runtime.resolve(snapshot)?;
+    let tag_of = |i: usize| tag_prefix.map(|p| format!("{p}-{}", i + 1));
+    if let Some(last) = tag_of(commands.len().saturating_sub(1)) {
+        check_tag_name(ctx.store(), &last)?;
+    }
+    let options = ExecOptions {
+        timeout_ms: timeout_ms(timeout_s),
+    };
+    let bar = progress_bar(ctx.json, commands.len());
+    let results = run_pool(&base, commands, &options, commit, &bar);
+    bar.finish_and_clear();
+
+    let mut forks = Vec::with_capacity(commands.len());
+    let mut failed = false;
+    for (i, (command, result)) in commands.iter().zip(results).enumerate() {
+        let result = result.and_then(|run| {
+            let tag = match (run.committed, tag_of(i)) {
+                (Some(id), Some(tag)) => {
+                    ctx.store()
+                        .set_tag(&tag, &id)
+                        .with_context(|| format!("tag fork {} as {tag}", i + 1))?;
+                    Some(tag)
+                }
+                _ => None,
+            };
+            Ok((run, tag))
+        });
+        forks.push(match result {
+            Ok((run, tag)) => {
+                let obs = run.observation;
+                ForkJson {
+                    command: command.clone(),
+                    stdout: Some(String::from_utf8_lossy(&obs.stdout).into_owned()),
+                    stderr: Some(String::from_utf8_lossy(&obs.stderr).into_owned()),
+                    exit: Some(exit_code(&obs.exit)),
+                    status: Some(obs.exit),
+                    duration_ms: Some(millis(obs.duration_us)),
+                    committed: run.committed,
+                    tag,
+                    killed_background: obs.killed_background,
+                    error: None,
+                }
+            }
+            Err(e) => {
+                failed = true;
+                ForkJson {
+                    command: command.clone(),
+                    stdout: None,
+                    stderr: None,
+                    exit: None,
+                    status: None,
+                    duration_ms: None,
+                    committed: None,
+                    tag: None,
+                    killed_background: Vec::new(),
+                    error: Some(chain_message(&e)),
+                }
+            }
+        });
+    }
+    let result = FanoutJson {
+        snapshot: *base.id(),
+        forks,
+    };
+    emit(ctx.json, &result, || render(&result, commit))?;
+    Ok(if failed { EXIT_FAILURE } else { 0 })
+}
+
+/// The text table (and any fork errors below it).
+fn render(result: &FanoutJson, commit: bool) -> String {
+    let mut headers = vec!["#", "COMMAND", "EXIT", "TIME"];
+    if commit {
+        headers.push("SNAPSHOT");
+    }
+    headers.push("STDOUT (FIRST LINE)");
+    let mut errors = String::new();
+    let rows: Vec<Vec<String>> = result
+        .forks
+        .iter()
+        .enumerate()
+        .map(|(i, f)| {
+            let mut row = vec![(i + 1).to_string(), clip(&one_line(&f.command), 48)];
+            row.push(
+                f.status
+                    .as_ref()
+                    .map_or_else(|| "error".to_owned(), exit_label),
+            );
+            row.push(f.duration_ms.map_or_else(
+                || "-".to_owned(),
+                |ms| format_duration_us((ms * 1000.0) as u64),
+            ));
+            if commit {
+                let id = f.committed.map_or_else(|| "-".to_owned(), |id| id.short());
+                row.push(match &f.tag {
+                    Some(tag) => format!("{id} ({tag})"),
+                    None => id,
+                });
+            }
+            row.push(clip(
+                &first_line(f.stdout.as_deref().unwrap_or("").as_bytes()),
+                60,
+            ));
+            if let Some(e) = &f.error {
+                errors.push_str(&format!("fork {} failed: {e}\n", i + 1));
+            }
+            row
+        })
+        .collect();
+    let mut text = format!(
+        "forked {} {} way{}\n",
+        result.snapshot.short(),
+        rows.len(),
+        crate::render::plural(rows.len())
+    );
+    text.push_str(&table(&headers, &rows));
+    text.push_str(&errors);
+    text
+}
+
+fn progress_bar(json: bool, len: usize) -> ProgressBar {
+    let bar = ProgressBar::with_draw_target(Some(len as u64), ProgressDrawTarget::stderr());
+    if json || !std::io::stderr().is_terminal() {
+        bar.set_draw_target(ProgressDrawTarget::hidden());
+        return bar;
+    }
+    if let Ok(style) =
+        ProgressStyle::with_template("{spinner} forks [{bar:30}] {pos}/{len} {elapsed} {msg}")
+    {
+        bar.set_style(style.progress_chars("=> "));
+    }
+    bar.enable_steady_tick(Duration::from_millis(100));
+    bar
+}
+
+/// Run every command in its own fork on at most `available_parallelism()`
+/// threads; results in command order.
+fn run_pool(
+    base: &Snapshot,
+    commands: &[String],
+    options: &ExecOptions,
+    commit: bool,
+    bar: &ProgressBar,
+) -> Vec<Result<ForkRun>> {
+    let workers = std::thread::available_parallelism()
+        .map_or(1, usize::from)
+        .min(commands.len())
+        .max(1);
+    let next = AtomicUsize::new(0);
+    let mut slots: Vec<Option<Result<ForkRun>>> = commands.iter().map(|_| None).collect();
+    std::thread::scope(|scope| {
+        let handles: Vec<_> = (0..workers)
+            .map(|_| {
+                scope.spawn(|| {
+                    let mut done = Vec::new();
+                    loop {
+                        let i = next.fetch_add(1, Ordering::Relaxed);
+                        let Some(command) = commands.get(i) else {
+                            break;
+                        };
+                        done.push((i, run_fork(base, command, options, commit)));
+                        bar.inc(1);
+                    }
+                    done
+                })
+            })
+            .collect();
+        for handle in handles {
+            // A worker that panicked leaves its slots empty; they are reported below.
+            if let Ok(done) = handle.join() {
+                for (i, r) in done {
+                    slots[i] = Some(r);
+                }
+            }
+        }
+    });
+    slots
+        .into_iter()
+        .map(|s| s.unwrap_or_else(|| Err(anyhow!("the worker thread running this fork panicked"))))
+        .collect()
+}
+
+/// Open a fork of `base`, run `command`, and snapshot the result if asked.
+fn run_fork(
+    base: &Snapshot,
+    command: &str,
+    options: &ExecOptions,
+    commit: bool,
+) -> Result<ForkRun> {
+    let mut sandbox = base.open().context("open a fork")?;
+    let observation = sandbox.exec(command, options)?;
+    let committed = if commit {
+        Some(*sandbox.snapshot().context("commit the fork")?.id())
+    } else {
+        None
+    };
+    Ok(ForkRun {
+        observation,
+        committed,
+    })
+}

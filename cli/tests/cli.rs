@@ -1,0 +1,516 @@
+//! End-to-end tests of the `arbor` binary on a temporary store: import,
+//! exec, diff, log, checkout, tags, fanout, ls, rm + gc, fsck against a
+//! corrupted layer, and the errors for bad input. Each negative check comes
+//! with a positive control that shows it could have failed.
+//!
+//! The binary is `$ARBOR_TEST_BIN` when set (the unprivileged phase of
+//! `make test` runs copies of the binaries), else the one cargo built.
+
+use std::fs;
+use std::os::unix::fs::PermissionsExt;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+use std::time::{Duration, Instant};
+
+use serde_json::Value;
+
+/// The `arbor` binary under test.
+fn arbor_bin() -> PathBuf {
+    std::env::var_os("ARBOR_TEST_BIN")
+        .map_or_else(|| PathBuf::from(env!("CARGO_BIN_EXE_arbor")), PathBuf::from)
+}
+
+/// A temporary store plus scratch space.
+struct Env {
+    dir: tempfile::TempDir,
+}
+
+impl Env {
+    fn new() -> Self {
+        Self {
+            dir: tempfile::Builder::new()
+                .prefix("arbor-cli-test-")
+                .tempdir()
+                .expect("tempdir"),
+        }
+    }
+
+    fn home(&self) -> PathBuf {
+        self.dir.path().join("home")
+    }
+
+    fn path(&self, name: &str) -> PathBuf {
+        self.dir.path().join(name)
+    }
+
+    /// Run `arbor --home <home> ARGS...`.
+    fn run(&self, args: &[&str]) -> Output {
+        Command::new(arbor_bin())
+            .arg("--home")
+            .arg(self.home())
+            .args(args)
+            .env_remove("ARBOR_HOME")
+            .output()
+            .expect("run arbor")
+    }
+
+    /// Run and require exit status 0; returns stdout.
+    fn ok(&self, args: &[&str]) -> String {
+        let out = self.run(args);
+        assert!(
+            out.status.success(),
+            "arbor {args:?} failed: {}",
+            describe(&out)
+        );
+        String::from_utf8(out.stdout).expect("utf-8 stdout")
+    }
+
+    /// Run with `--json` and require exit status `code`; returns the object.
+    fn json_with(&self, code: i32, args: &[&str]) -> Value {
+        let mut all = vec!["--json"];
+        all.extend_from_slice(args);
+        let out = self.run(&all);
+        assert_eq!(
+            out.status.code(),
+            Some(code),
+            "arbor {all:?}: {}",
+            describe(&out)
+        );
+        let text = String::from_utf8_lossy(&out.stdout);
+        assert_eq!(text.lines().count(), 1, "not exactly one JSON line: {text}");
+        serde_json::from_str(&text).unwrap_or_else(|e| panic!("bad JSON from {all:?}: {e}: {text}"))
+    }
+
+    fn json(&self, args: &[&str]) -> Value {
+        self.json_with(0, args)
+    }
+
+    /// Write a small project and import it with tag `base`; returns its id.
+    fn import_sample(&self) -> String {
+        let src = self.path("src");
+        fs::create_dir_all(src.join("sub")).unwrap();
+        fs::write(src.join("hello.txt"), "hello\n").unwrap();
+        fs::write(
+            src.join("payload.txt"),
+            "the quick brown fox jumps over the lazy dog\n",
+        )
+        .unwrap();
+        fs::write(src.join("sub/data.txt"), "data\n").unwrap();
+        let id = self.ok(&["import", src.to_str().unwrap(), "--tag", "base"]);
+        let id = id.trim().to_owned();
+        assert_eq!(
+            id.len(),
+            64,
+            "import should print a snapshot id, got {id:?}"
+        );
+        id
+    }
+}
+
+fn describe(out: &Output) -> String {
+    format!(
+        "status {:?}\n--- stdout\n{}\n--- stderr\n{}",
+        out.status.code(),
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    )
+}
+
+fn stderr(out: &Output) -> String {
+    String::from_utf8_lossy(&out.stderr).into_owned()
+}
+
+fn str_of(v: &Value) -> String {
+    v.as_str()
+        .unwrap_or_else(|| panic!("not a string: {v}"))
+        .to_owned()
+}
+
+#[test]
+fn import_exec_diff_log_checkout_and_tags() {
+    let env = Env::new();
+    let base = env.import_sample();
+    assert_eq!(
+        str_of(&env.json(&["show", "base"])["id"]),
+        base,
+        "the tag resolves to the import"
+    );
+
+    let exec = env.json(&[
+        "exec",
+        "base",
+        "--commit",
+        "--",
+        "echo new > added.txt; rm sub/data.txt; echo more >> hello.txt; echo done",
+    ]);
+    assert_eq!(exec["exit"], 0);
+    assert_eq!(exec["stdout"], "done\n");
+    assert_eq!(str_of(&exec["snapshot"]), base);
+    let child = str_of(&exec["committed"]);
+    assert_eq!(child.len(), 64);
+
+    // diff shows exactly the step's changes; a snapshot against itself shows none.
+    let diff = env.ok(&["diff", "base", &child]);
+    assert!(diff.lines().any(|l| l == "+ added.txt"), "{diff}");
+    assert!(diff.lines().any(|l| l == "~ hello.txt"), "{diff}");
+    assert!(diff.lines().any(|l| l == "- sub/data.txt"), "{diff}");
+    assert!(!diff.contains("payload.txt"), "{diff}");
+    assert_eq!(env.ok(&["diff", &child, &child]), "no differences\n");
+    let dj = env.json(&["diff", "base", &child]);
+    assert_eq!(dj["added"], serde_json::json!(["added.txt"]));
+    assert_eq!(dj["deleted"], serde_json::json!(["sub/data.txt"]));
+
+    // log: root first, then the exec with its exit status.
+    let log = env.ok(&["log", &child]);
+    let lines: Vec<&str> = log.lines().skip(1).collect();
+    assert_eq!(lines.len(), 2, "{log}");
+    assert!(
+        lines[0].starts_with(&base[..12]) && lines[0].contains("import "),
+        "{log}"
+    );
+    assert!(
+        lines[1].starts_with(&child[..12]) && lines[1].contains("$ echo new > added.txt"),
+        "{log}"
+    );
+    let lj = env.json(&["log", &child]);
+    let chain = lj["chain"].as_array().unwrap();
+    assert_eq!(chain.len(), 2);
+    assert_eq!(str_of(&chain[0]["id"]), base);
+    assert_eq!(chain[1]["exits"], serde_json::json!(["0"]));
+    assert_eq!(str_of(&chain[1]["parent"]), base);
+
+    // checkout reproduces the files; a non-empty destination is refused.
+    let co = env.path("checkout");
+    env.ok(&["checkout", &child, co.to_str().unwrap()]);
+    assert_eq!(fs::read_to_string(co.join("added.txt")).unwrap(), "new\n");
+    assert_eq!(
+        fs::read_to_string(co.join("hello.txt")).unwrap(),
+        "hello\nmore\n"
+    );
+    assert!(co.join("sub").is_dir() && !co.join("sub/data.txt").exists());
+    let again = env.run(&["checkout", &child, co.to_str().unwrap()]);
+    assert_eq!(again.status.code(), Some(2), "{}", describe(&again));
+    assert!(stderr(&again).contains("not empty"), "{}", describe(&again));
+
+    // Tags and unique prefixes resolve like ids.
+    env.ok(&["tag", &child, "mytag"]);
+    assert_eq!(
+        env.ok(&["exec", "mytag", "--", "cat", "added.txt"]),
+        "new\n"
+    );
+    assert_eq!(
+        env.ok(&["exec", &child[..10], "--", "cat added.txt"]),
+        "new\n"
+    );
+    assert_eq!(
+        env.ok(&["exec", "base", "--", "cat hello.txt"]),
+        "hello\n",
+        "the parent is unchanged"
+    );
+    let tags = env.json(&["tag"]);
+    assert_eq!(str_of(&tags["tags"]["mytag"]), child);
+    env.ok(&["tag", "--delete", "mytag"]);
+    let gone = env.run(&["exec", "mytag", "--", "true"]);
+    assert_eq!(gone.status.code(), Some(2), "{}", describe(&gone));
+}
+
+#[test]
+fn exec_exit_statuses_and_commit_tag() {
+    let env = Env::new();
+    env.import_sample();
+    assert_eq!(
+        env.run(&["exec", "base", "--", "exit 3"]).status.code(),
+        Some(3)
+    );
+    assert_eq!(
+        env.run(&["exec", "base", "--", "true"]).status.code(),
+        Some(0)
+    );
+    assert_eq!(
+        env.run(&["exec", "base", "--", "kill -TERM $$"])
+            .status
+            .code(),
+        Some(128 + 15)
+    );
+    let started = Instant::now();
+    let out = env.run(&[
+        "exec",
+        "base",
+        "--timeout",
+        "1",
+        "--",
+        "sleep 30 & sleep 30",
+    ]);
+    assert_eq!(out.status.code(), Some(124), "{}", describe(&out));
+    assert!(
+        started.elapsed() < Duration::from_secs(20),
+        "the timeout did not stop the command"
+    );
+    assert!(stderr(&out).contains("timed out"), "{}", describe(&out));
+
+    // Human mode keeps stdout for the command; the new id goes to stderr.
+    let out = env.run(&[
+        "exec",
+        "base",
+        "--commit",
+        "--tag",
+        "step1",
+        "--",
+        "echo x > x.txt; echo out; echo err >&2",
+    ]);
+    assert!(out.status.success(), "{}", describe(&out));
+    assert_eq!(String::from_utf8_lossy(&out.stdout), "out\n");
+    assert!(
+        stderr(&out).contains("err\n") && stderr(&out).contains("committed snapshot"),
+        "{}",
+        describe(&out)
+    );
+    assert_eq!(env.ok(&["exec", "step1", "--", "cat x.txt"]), "x\n");
+}
+
+#[test]
+fn fanout_forks_see_only_their_own_change() {
+    let env = Env::new();
+    env.import_sample();
+    let result = env.json(&[
+        "fanout",
+        "base",
+        "--cmd",
+        "echo a > f",
+        "--cmd",
+        "echo b > f; echo second",
+        "--cmd",
+        "echo c > f",
+        "--commit",
+    ]);
+    let forks = result["forks"].as_array().unwrap();
+    assert_eq!(forks.len(), 3);
+    assert_eq!(forks[1]["stdout"], "second\n");
+    let ids: Vec<String> = forks.iter().map(|f| str_of(&f["committed"])).collect();
+    for (id, want) in ids.iter().zip(["a\n", "b\n", "c\n"]) {
+        assert_eq!(env.ok(&["exec", id, "--", "cat f"]), want);
+        let diff = env.ok(&["diff", "base", id]);
+        assert_eq!(diff, "+ f\n");
+    }
+    // Control: the base never had f.
+    let base = env.run(&["exec", "base", "--", "cat f"]);
+    assert_eq!(base.status.code(), Some(1), "{}", describe(&base));
+
+    // The text table: a header and one row per command, in order; tags by prefix.
+    let table = env.ok(&[
+        "fanout",
+        "base",
+        "--cmd",
+        "echo one",
+        "--cmd",
+        "exit 7",
+        "--commit",
+        "--tag-prefix",
+        "t",
+    ]);
+    let rows: Vec<&str> = table
+        .lines()
+        .filter(|l| l.starts_with(['1', '2']))
+        .collect();
+    assert_eq!(rows.len(), 2, "{table}");
+    assert!(
+        rows[0].contains("echo one") && rows[0].ends_with("one"),
+        "{table}"
+    );
+    assert!(
+        rows[1].contains("exit 7") && rows[1].contains(" 7 "),
+        "{table}"
+    );
+    assert_eq!(env.ok(&["exec", "t-2", "--", "echo ok"]), "ok\n");
+}
+
+#[test]
+fn ls_json_and_rm_gc_remove_an_untagged_snapshot() {
+    let env = Env::new();
+    let base = env.import_sample();
+    let kept = str_of(
+        &env.json(&[
+            "exec",
+            "base",
+            "--commit",
+            "--tag",
+            "kept",
+            "--",
+            "echo k > k",
+        ])["committed"],
+    );
+    let doomed = str_of(
+        &env.json(&["exec", "base", "--commit", "--", "echo big > doomed.txt"])["committed"],
+    );
+
+    let ls = env.json(&["ls"]);
+    let entries = ls["snapshots"].as_array().unwrap();
+    let ids: Vec<String> = entries.iter().map(|e| str_of(&e["id"])).collect();
+    assert_eq!(ids.len(), 3);
+    assert_eq!(ids[0], base, "sorted by creation time, root first");
+    assert!(ids.contains(&kept) && ids.contains(&doomed));
+    let created: Vec<u64> = entries
+        .iter()
+        .map(|e| e["created_at"].as_u64().unwrap())
+        .collect();
+    assert!(created.windows(2).all(|w| w[0] <= w[1]), "{created:?}");
+    assert_eq!(entries[0]["tags"], serde_json::json!(["base"]));
+    assert!(env.ok(&["ls"]).contains(&doomed[..12]));
+
+    let doomed_layer = {
+        let show = env.json(&["show", &doomed]);
+        let layers = show["manifest"]["layers"].as_array().unwrap().clone();
+        str_of(layers.last().unwrap())
+    };
+    let kept_layer = str_of(
+        env.json(&["show", "kept"])["manifest"]["layers"]
+            .as_array()
+            .unwrap()
+            .last()
+            .unwrap(),
+    );
+    assert!(env.home().join("layers").join(&doomed_layer).is_dir());
+
+    let rm = env.json(&["rm", &doomed]);
+    assert_eq!(str_of(&rm["snapshot"]), doomed);
+    assert!(!env.ok(&["ls"]).contains(&doomed[..12]));
+    let gc = env.json(&["gc"]);
+    assert!(gc["layers_removed"].as_u64().unwrap() >= 1, "{gc}");
+    assert!(gc["bytes_freed"].as_u64().unwrap() > 0, "{gc}");
+    assert!(
+        !env.home().join("layers").join(&doomed_layer).exists(),
+        "gc left the removed snapshot's layer"
+    );
+    // Control: the tagged sibling and the base survive gc, data included.
+    assert!(env.home().join("layers").join(&kept_layer).is_dir());
+    assert_eq!(env.ok(&["exec", "kept", "--", "cat k"]), "k\n");
+    let after = env.run(&["show", &doomed]);
+    assert_eq!(after.status.code(), Some(2), "{}", describe(&after));
+    assert!(stderr(&after).contains(&doomed), "{}", describe(&after));
+    let fsck = env.json(&["fsck"]);
+    assert_eq!(fsck["clean"], true, "{fsck}");
+}
+
+/// Find `payload.txt` in a sealed layer of the store.
+fn layer_file(home: &Path, name: &str) -> PathBuf {
+    for layer in fs::read_dir(home.join("layers")).unwrap() {
+        let candidate = layer.unwrap().path().join(name);
+        if candidate.is_file() {
+            return candidate;
+        }
+    }
+    panic!("no layer holds {name}");
+}
+
+/// Flip one byte of a file in place, keeping its permission bits.
+fn flip_byte(path: &Path) {
+    let mode = fs::metadata(path).unwrap().permissions().mode();
+    fs::set_permissions(path, fs::Permissions::from_mode(mode | 0o200)).unwrap();
+    let mut bytes = fs::read(path).unwrap();
+    bytes[4] ^= 0x01;
+    fs::write(path, &bytes).unwrap();
+    fs::set_permissions(path, fs::Permissions::from_mode(mode)).unwrap();
+}
+
+#[test]
+fn fsck_and_checkout_name_a_corrupted_layer_file() {
+    let env = Env::new();
+    env.import_sample();
+    let fsck = env.run(&["fsck"]);
+    assert!(fsck.status.success(), "{}", describe(&fsck));
+    assert!(String::from_utf8_lossy(&fsck.stdout).contains("fsck: clean"));
+    let good = env.path("good");
+    env.ok(&["checkout", "base", good.to_str().unwrap()]);
+
+    flip_byte(&layer_file(&env.home(), "payload.txt"));
+
+    let fsck = env.run(&["fsck"]);
+    assert_eq!(fsck.status.code(), Some(1), "{}", describe(&fsck));
+    let text = String::from_utf8_lossy(&fsck.stdout);
+    assert!(
+        text.lines()
+            .any(|l| l.starts_with("problem:") && l.contains("payload.txt")),
+        "{text}"
+    );
+    let fj = env.json_with(1, &["fsck"]);
+    assert_eq!(fj["clean"], false);
+    assert!(
+        fj["problems"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|p| str_of(&p["path"]).ends_with("/payload.txt")),
+        "{fj}"
+    );
+
+    let bad = env.path("bad");
+    let co = env.run(&["checkout", "base", bad.to_str().unwrap()]);
+    assert_eq!(co.status.code(), Some(1), "{}", describe(&co));
+    assert!(
+        stderr(&co).starts_with("arbor: error: ") && stderr(&co).contains("payload.txt"),
+        "{}",
+        describe(&co)
+    );
+    assert!(
+        !bad.join("payload.txt").exists(),
+        "corrupt data reached the host"
+    );
+}
+
+#[test]
+fn bad_input_is_named_and_exits_2() {
+    let env = Env::new();
+    env.import_sample();
+    assert_eq!(env.ok(&["diff", "base", "base"]), "no differences\n");
+
+    let out = env.run(&["diff", "base", "0123abcd"]);
+    assert_eq!(out.status.code(), Some(2), "{}", describe(&out));
+    assert!(
+        stderr(&out).starts_with("arbor: error: ") && stderr(&out).contains("\"0123abcd\""),
+        "{}",
+        describe(&out)
+    );
+
+    let out = env.run(&["exec", "nosuchtag", "--", "true"]);
+    assert_eq!(out.status.code(), Some(2), "{}", describe(&out));
+    assert!(stderr(&out).contains("nosuchtag"), "{}", describe(&out));
+
+    let err = env.json_with(2, &["log", "zzzz"]);
+    assert!(str_of(&err["error"]).contains("zzzz"), "{err}");
+
+    let out = env.run(&["tag", "base", "bad/name"]);
+    assert_eq!(out.status.code(), Some(2), "{}", describe(&out));
+    assert!(stderr(&out).contains("bad/name"), "{}", describe(&out));
+    let out = env.run(&["tag", "--delete", "never-made"]);
+    assert_eq!(out.status.code(), Some(2), "{}", describe(&out));
+    assert!(stderr(&out).contains("never-made"), "{}", describe(&out));
+    let out = env.run(&["import", env.path("missing").to_str().unwrap()]);
+    assert_eq!(out.status.code(), Some(2), "{}", describe(&out));
+    assert!(stderr(&out).contains("missing"), "{}", describe(&out));
+
+    // Usage errors: clap's message behind the arbor prefix; help still works.
+    let out = env.run(&["exec", "base"]);
+    assert_eq!(out.status.code(), Some(2), "{}", describe(&out));
+    assert!(
+        stderr(&out).starts_with("arbor: error: "),
+        "{}",
+        describe(&out)
+    );
+    assert!(env.run(&["--help"]).status.success());
+    assert!(env.ok(&["exec", "--help"]).contains("124"));
+}
+
+#[test]
+fn placeholder_commands_do_not_exist() {
+    let env = Env::new();
+    for cmd in ["task", "rollout", "credit", "train", "bench"] {
+        let out = env.run(&[cmd]);
+        assert_eq!(
+            out.status.code(),
+            Some(2),
+            "`arbor {cmd}` should be unknown: {}",
+            describe(&out)
+        );
+    }
+    assert!(env.run(&["ls"]).status.success());
+}
