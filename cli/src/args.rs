@@ -112,8 +112,10 @@ pub enum Command {
         /// Snapshot id, unique id prefix, or tag.
         snapshot: String,
     },
-    /// Name a snapshot (`tag SNAP NAME`), delete a tag (`tag --delete NAME`),
-    /// or list the tags (`tag`).
+    /// Name a snapshot, delete a name, or list the names.
+    ///
+    /// `tag SNAP NAME` points NAME at SNAP (moving it if it exists),
+    /// `tag --delete NAME` deletes it, `tag` lists every tag.
     Tag {
         /// Snapshot id, unique id prefix, or tag.
         snapshot: Option<String>,
@@ -134,8 +136,10 @@ pub enum Command {
     /// sandboxes. Untagged snapshots outside those chains are unlisted and
     /// their data removed.
     Gc,
-    /// Verify the whole store: every object's hash and every file of every
-    /// sealed layer. Exits 1 if a problem is found; garbage is only reported.
+    /// Verify the whole store; exit 1 if anything is damaged.
+    ///
+    /// Re-hashes every object and every file of every sealed layer against
+    /// its tree. Garbage (what gc would remove) is only reported.
     Fsck,
 }
 

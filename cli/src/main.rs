@@ -88,7 +88,9 @@ fn usage_error(e: &clap::Error) -> ! {
     let text = e.render().to_string();
     let text = text.strip_prefix("error: ").unwrap_or(&text);
     if json_requested() {
-        let message = text.lines().next().unwrap_or_default();
+        // The message proper ends where clap's usage hint begins.
+        let message = text.split("\n\n").next().unwrap_or_default();
+        let message = message.split_whitespace().collect::<Vec<_>>().join(" ");
         let _ = output::json(&serde_json::json!({ "error": message, "exit": EXIT_USAGE }));
     }
     let _ = output::stderr_bytes(format!("arbor: error: {text}").as_bytes());

@@ -496,6 +496,8 @@ fn bad_input_is_named_and_exits_2() {
         "{}",
         describe(&out)
     );
+    let err = env.json_with(2, &["exec", "base"]);
+    assert!(str_of(&err["error"]).contains("CMD"), "{err}");
     assert!(env.run(&["--help"]).status.success());
     assert!(env.ok(&["exec", "--help"]).contains("124"));
 }

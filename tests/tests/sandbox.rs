@@ -285,3 +285,21 @@ fn long_chain_of_300_layers_mounts_and_squashes() {
         "snapshot ids and chains do not change with squashing"
     );
 }
+
+#[test]
+fn a_private_store_directory_still_works() {
+    use std::os::unix::fs::PermissionsExt;
+    let t = arbor_tests::runtime(helper());
+    let src = t.scratch("src");
+    arbor_tests::sample_workspace(&src);
+    let snap = t.runtime.import(&src, None).unwrap();
+    std::fs::set_permissions(t.home(), std::fs::Permissions::from_mode(0o700)).unwrap();
+    std::fs::set_permissions(t.dir.path(), std::fs::Permissions::from_mode(0o700)).unwrap();
+    // Reopening the store repairs what the sandbox's root must traverse (search only).
+    let rt = arbor_runtime::Runtime::open(arbor_tests::options(&t.home(), helper())).unwrap();
+    let mut sb = rt.snapshot(snap.id()).unwrap().open().unwrap();
+    assert_eq!(
+        sb.exec("cat README.md", &opts()).unwrap().stdout_text(),
+        "# sample\n"
+    );
+}

@@ -141,6 +141,39 @@ impl RuntimeOptions {
     }
 }
 
+/// In real-root mode the sandbox's root is an unprivileged host uid that the
+/// helper becomes before mounting: it must be able to pass through the store
+/// root and the directories that hold layers and sandboxes (search only; it
+/// can list none of them). A store created under a umask of 077 or in a
+/// `mktemp -d` directory would otherwise make every sandbox fail.
+fn make_traversable(store: &Store) -> Result<()> {
+    use std::os::unix::fs::PermissionsExt;
+    let root = store.root().to_path_buf();
+    for dir in [
+        root.clone(),
+        store.run_dir(),
+        root.join("layers"),
+        root.join("squash"),
+    ] {
+        let meta = std::fs::metadata(&dir).map_err(|e| RuntimeError::Io {
+            op: "stat",
+            path: dir.clone(),
+            source: e,
+        })?;
+        let mode = meta.permissions().mode() & 0o7777;
+        if mode & 0o001 == 0 {
+            std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(mode | 0o711)).map_err(
+                |e| RuntimeError::Io {
+                    op: "make searchable",
+                    path: dir.clone(),
+                    source: e,
+                },
+            )?;
+        }
+    }
+    Ok(())
+}
+
 /// A store plus everything needed to run sandboxes on it. Cheap to clone.
 #[derive(Clone, Debug)]
 pub struct Runtime {
@@ -169,6 +202,9 @@ impl Runtime {
             source: e,
         })?;
         let store = Store::open(&options.home, mode)?;
+        if let OwnerMode::Root { .. } = store.mode() {
+            make_traversable(&store)?;
+        }
         let owners = match store.mode() {
             OwnerMode::Root { uid_base } => OwnerMap::Root { uid_base },
             OwnerMode::Rootless => OwnerMap::current_user(),

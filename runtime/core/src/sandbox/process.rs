@@ -121,6 +121,8 @@ impl HelperProcess {
             File::create(log).map_err(|e| SandboxError::io("create helper log", log, e))?;
         let mut command = Command::new(&cmd.program);
         command
+            // What `/proc/1/cmdline` shows inside instead of a host path.
+            .arg0("arbor-sandbox")
             .args(&cmd.args)
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
