@@ -45,10 +45,17 @@ const STATE_FD: i32 = 63;
 
 /// Shell text run by `bash -c`: the command runs in this shell (so `cd` and
 /// `export` persist), and the EXIT trap reports the resulting state, including
-/// after `exit N`, without changing the exit status.
+/// after `exit N`, without changing the exit status. The report uses builtins
+/// only (no `env` process): every variable name is enumerated by its first
+/// character and kept when its attributes include `x` (exported).
 const WRAPPER: &str = r#"__arbor_state() {
   __arbor_rc=$?
-  { builtin printf '%s\0' "$PWD"; /usr/bin/env -0; } >&63 2>/dev/null
+  {
+    builtin printf '%s\0' "$PWD"
+    for __arbor_v in ${!A*} ${!B*} ${!C*} ${!D*} ${!E*} ${!F*} ${!G*} ${!H*} ${!I*} ${!J*} ${!K*} ${!L*} ${!M*} ${!N*} ${!O*} ${!P*} ${!Q*} ${!R*} ${!S*} ${!T*} ${!U*} ${!V*} ${!W*} ${!X*} ${!Y*} ${!Z*} ${!a*} ${!b*} ${!c*} ${!d*} ${!e*} ${!f*} ${!g*} ${!h*} ${!i*} ${!j*} ${!k*} ${!l*} ${!m*} ${!n*} ${!o*} ${!p*} ${!q*} ${!r*} ${!s*} ${!t*} ${!u*} ${!v*} ${!w*} ${!x*} ${!y*} ${!z*} ${!_*}; do
+      if [[ ${!__arbor_v@a} == *x* ]]; then builtin printf '%s=%s\0' "$__arbor_v" "${!__arbor_v}"; fi
+    done
+  } >&63 2>/dev/null
   builtin exit "$__arbor_rc"
 }
 builtin trap __arbor_state EXIT
@@ -58,7 +65,15 @@ builtin eval "$__arbor_cmd"
 "#;
 
 /// Variables bash itself maintains; never part of the session state.
-const SHELL_OWNED_VARS: &[&str] = &["PWD", "OLDPWD", "SHLVL", "_", "__arbor_cmd", "__arbor_rc"];
+const SHELL_OWNED_VARS: &[&str] = &[
+    "PWD",
+    "OLDPWD",
+    "SHLVL",
+    "_",
+    "__arbor_cmd",
+    "__arbor_rc",
+    "__arbor_v",
+];
 
 /// Entry point of the `arbor-sandbox-helper` binary (and of `arbor
 /// __sandbox-helper`). Must run before any thread is started.
@@ -332,6 +347,12 @@ impl Helper {
             ForkResult::Parent { child } => child,
         };
         drop((out_w, err_w, st_w, rep_w, life_r, life_w));
+        // Readable once C has exited, so the wait below wakes at once. (Where
+        // pidfds are unavailable the loop polls instead.)
+        let pidfd: Option<OwnedFd> =
+            rustix::process::Pid::from_raw(c_pid.as_raw()).and_then(|pid| {
+                rustix::process::pidfd_open(pid, rustix::process::PidfdFlags::empty()).ok()
+            });
 
         let mut streams = [
             Stream::new(out_r, req.limits.output_bytes),
@@ -356,7 +377,11 @@ impl Helper {
             } else {
                 Duration::from_millis(50)
             };
-            poll_streams(&mut streams, wait)?;
+            poll_streams(
+                &mut streams,
+                c_status.is_none().then_some(()).and(pidfd.as_ref()),
+                wait,
+            )?;
             if c_status.is_none() {
                 match waitpid(c_pid, Some(WaitPidFlag::WNOHANG)) {
                     Ok(WaitStatus::StillAlive) => {}
@@ -647,18 +672,27 @@ impl Stream {
     }
 }
 
-fn poll_streams(streams: &mut [Stream], wait: Duration) -> Result<(), String> {
+/// Wait up to `wait` for output on the open streams or for the supervisor
+/// to exit (its pidfd becomes readable), and read what is there.
+fn poll_streams(
+    streams: &mut [Stream],
+    exited: Option<&OwnedFd>,
+    wait: Duration,
+) -> Result<(), String> {
     use nix::poll::{PollFd, PollFlags, PollTimeout, poll};
     let idx: Vec<usize> = (0..streams.len()).filter(|&i| !streams[i].eof).collect();
-    if idx.is_empty() {
-        std::thread::sleep(wait.min(Duration::from_millis(5)));
-        return Ok(());
-    }
     let ready: Vec<bool> = {
         let mut fds: Vec<PollFd<'_>> = idx
             .iter()
             .map(|&i| PollFd::new(streams[i].fd.as_fd(), PollFlags::POLLIN))
             .collect();
+        if let Some(pidfd) = exited {
+            fds.push(PollFd::new(pidfd.as_fd(), PollFlags::POLLIN));
+        }
+        if fds.is_empty() {
+            std::thread::sleep(wait.min(Duration::from_millis(1)));
+            return Ok(());
+        }
         let ms = u16::try_from(wait.as_millis()).unwrap_or(u16::MAX);
         match poll(&mut fds, PollTimeout::from(ms)) {
             Ok(_) | Err(nix::errno::Errno::EINTR) => {}

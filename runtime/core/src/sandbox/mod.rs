@@ -25,7 +25,8 @@ use std::path::{Path, PathBuf};
 use crate::layer::{self, MergedView};
 use crate::store::StoreError;
 use crate::store::object::{
-    Action, ExitStatus, LayerId, ObjectId, ObservationDigest, SessionState, SnapshotId, Tree,
+    Action, ExitStatus, LayerId, ObjectId, ObjectKind, ObservationDigest, SessionState, SnapshotId,
+    Tree, object_id,
 };
 use crate::{Backend, Runtime};
 pub use process::{CgroupLimits, HelperCommand};
@@ -170,6 +171,11 @@ pub struct Sandbox {
     killed_background: Vec<String>,
     /// The tree of the private changes, when nothing was done since it was computed.
     delta_cache: Option<(Tree, ObjectId)>,
+    /// Objects that pending observations and actions refer to (captured
+    /// output, written file contents, delta trees), kept in memory and
+    /// written when the next snapshot is taken: an action costs no fsync,
+    /// and a sandbox dropped without a snapshot leaves nothing in the store.
+    unwritten: Vec<(ObjectKind, Vec<u8>, ObjectId)>,
 }
 
 impl std::fmt::Debug for Sandbox {
@@ -283,6 +289,7 @@ impl Sandbox {
             pending: Vec::new(),
             killed_background: Vec::new(),
             delta_cache: None,
+            unwritten: Vec::new(),
         })
     }
 
@@ -328,6 +335,24 @@ impl Sandbox {
         })
     }
 
+    /// Keep an object for the next snapshot; returns its id.
+    fn hold(&mut self, kind: ObjectKind, payload: Vec<u8>) -> ObjectId {
+        let id = object_id(kind, &payload);
+        if !self.unwritten.iter().any(|(_, _, held)| *held == id) {
+            self.unwritten.push((kind, payload, id));
+        }
+        id
+    }
+
+    /// Write the objects held for the next snapshot into the store.
+    pub(crate) fn write_held_objects(&mut self) -> Result<()> {
+        for (kind, payload, id) in std::mem::take(&mut self.unwritten) {
+            let written = self.runtime.store().put(kind, &payload)?;
+            debug_assert_eq!(written, id);
+        }
+        Ok(())
+    }
+
     fn record(
         &mut self,
         action: Action,
@@ -335,9 +360,8 @@ impl Sandbox {
         stderr: &[u8],
         exit: ExitStatus,
     ) -> Result<ObservationDigest> {
-        let store = self.runtime.store();
-        let stdout = store.put_blob(stdout)?;
-        let stderr = store.put_blob(stderr)?;
+        let stdout = self.hold(ObjectKind::Blob, stdout.to_vec());
+        let stderr = self.hold(ObjectKind::Blob, stderr.to_vec());
         let (_, fs_delta) = self.delta()?;
         let digest = ObservationDigest {
             stdout,
@@ -364,7 +388,10 @@ impl Sandbox {
                 tree?
             }
         };
-        let id = self.runtime.store().put_tree(&tree)?;
+        crate::store::validate_tree(&tree)?;
+        let bytes = serde_json::to_vec(&tree)
+            .map_err(|e| SandboxError::Helper(format!("encode tree: {e}")))?;
+        let id = self.hold(ObjectKind::Tree, bytes);
         self.delta_cache = Some((tree.clone(), id));
         Ok((tree, id))
     }
@@ -409,7 +436,7 @@ impl Sandbox {
             mode,
         })?;
         self.delta_cache = None;
-        let content = self.runtime.store().put_blob(data)?;
+        let content = self.hold(ObjectKind::Blob, data.to_vec());
         self.record(
             Action::WriteFile {
                 path: path.to_owned(),
@@ -460,7 +487,11 @@ impl Sandbox {
                 content,
                 mode,
             } => {
-                let data = self.runtime.store().get_blob(content)?;
+                let held = self.unwritten.iter().find(|(_, _, id)| id == content);
+                let data = match held {
+                    Some((_, data, _)) => data.clone(),
+                    None => self.runtime.store().get_blob(content)?,
+                };
                 self.write_file(path, &data, *mode)?;
                 Ok(self
                     .pending

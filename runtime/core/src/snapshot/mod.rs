@@ -96,6 +96,10 @@ impl Sandbox {
         let store = runtime.store();
         let _lock = store.lock_shared()?;
         let (tree, tree_id) = self.delta()?;
+        // Outputs, file contents and delta trees of the pending actions.
+        self.write_held_objects()?;
+        let written = store.put_tree(&tree)?;
+        debug_assert_eq!(written, tree_id);
         self.unmount_workspace()?;
         failpoint("snapshot.unmounted");
         let new_layer = match seal_private(&runtime, self, tree.entries.is_empty(), tree_id) {

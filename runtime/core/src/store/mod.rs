@@ -445,6 +445,7 @@ impl Store {
         bytes.extend_from_slice(&len.to_le_bytes());
         bytes.extend_from_slice(payload);
         let id = ObjectId::hash(&bytes);
+        debug_assert_eq!(id, object_id(kind, payload));
         let path = self.object_path(&id);
         // An existing file of the right size was written by an earlier
         // complete put (renames are atomic); one of the wrong size is

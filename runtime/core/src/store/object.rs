@@ -56,6 +56,17 @@ impl ObjectId {
     }
 }
 
+/// The id an object of `kind` with `payload` has (and will have once
+/// stored), computed without writing anything.
+pub fn object_id(kind: ObjectKind, payload: &[u8]) -> ObjectId {
+    let mut hasher = blake3::Hasher::new();
+    hasher.update(&OBJECT_MAGIC);
+    hasher.update(&[OBJECT_VERSION, kind as u8]);
+    hasher.update(&(payload.len() as u64).to_le_bytes());
+    hasher.update(payload);
+    hasher.finalize().into()
+}
+
 impl From<blake3::Hash> for ObjectId {
     fn from(h: blake3::Hash) -> Self {
         Self(*h.as_bytes())
