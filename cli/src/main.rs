@@ -52,7 +52,11 @@ fn run(cli: Cli) -> Result<i32> {
         Some(home) => home,
         None => RuntimeOptions::default_home()?,
     };
-    let runtime = Runtime::open(RuntimeOptions::new(home)?)?;
+    let mut options = RuntimeOptions::new(home)?;
+    // One-shot commands open each sandbox when needed; fanout opens them
+    // concurrently itself. A warm pool would only prepare helpers to kill.
+    options.warm_helpers = 0;
+    let runtime = Runtime::open(options)?;
     commands::run(
         &Ctx {
             runtime,

@@ -19,8 +19,8 @@ pub mod store;
 mod sys;
 
 pub use runtime::{
-    Backend, BackendChoice, DEFAULT_SQUASH_AFTER, DEFAULT_UID_BASE, Result, Runtime, RuntimeError,
-    RuntimeOptions,
+    Backend, BackendChoice, DEFAULT_SQUASH_AFTER, DEFAULT_UID_BASE, DEFAULT_WARM_HELPERS, Result,
+    Runtime, RuntimeError, RuntimeOptions,
 };
 pub use sandbox::{ExecOptions, Observation, Sandbox, SandboxError};
 pub use snapshot::Snapshot;

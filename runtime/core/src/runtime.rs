@@ -3,7 +3,6 @@
 //! import, open and fork sandboxes, diff, log, checkout.
 
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
 use crate::layer::{self, Diff, MaterializeReport, OwnerMap};
@@ -19,6 +18,9 @@ pub const DEFAULT_UID_BASE: u32 = 0x6000_0000;
 /// Chains longer than this are mounted through a squashed layer cached under
 /// the snapshot id (overlayfs stacks at most 500 lower layers).
 pub const DEFAULT_SQUASH_AFTER: usize = 400;
+
+/// Prepared helpers a runtime keeps ready by default.
+pub const DEFAULT_WARM_HELPERS: usize = 2;
 
 /// Which filesystem backend provides `/workspace`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -109,6 +111,10 @@ pub struct RuntimeOptions {
     pub squash_after: usize,
     /// The helper to spawn; located automatically when `None`.
     pub helper: Option<HelperCommand>,
+    /// How many prepared helpers to keep ready (namespaces, cgroups and
+    /// system view set up in the background) so that opening a sandbox only
+    /// mounts its workspace. 0 prepares each one when it is opened.
+    pub warm_helpers: usize,
 }
 
 impl RuntimeOptions {
@@ -123,6 +129,7 @@ impl RuntimeOptions {
             uid_base: DEFAULT_UID_BASE,
             squash_after: DEFAULT_SQUASH_AFTER,
             helper: None,
+            warm_helpers: DEFAULT_WARM_HELPERS,
         })
     }
 
@@ -188,7 +195,8 @@ struct Inner {
     /// The backend once decided (probing happens on the first sandbox).
     backend: Mutex<Option<Backend>>,
     helper: Mutex<Option<HelperCommand>>,
-    next_run: AtomicU64,
+    /// Prepared helpers, started on the first sandbox.
+    pool: std::sync::OnceLock<crate::sandbox::pool::WarmPool>,
 }
 
 impl Runtime {
@@ -230,7 +238,7 @@ impl Runtime {
                 options,
                 owners,
                 backend: Mutex::new(backend),
-                next_run: AtomicU64::new(0),
+                pool: std::sync::OnceLock::new(),
             }),
         })
     }
@@ -279,15 +287,33 @@ impl Runtime {
         Ok(cmd)
     }
 
-    pub(crate) fn new_run_dir(&self) -> Result<PathBuf, SandboxError> {
-        let n = self.inner.next_run.fetch_add(1, Ordering::Relaxed);
-        let dir = self
-            .store()
-            .run_dir()
-            .join(format!("{}-{n}", std::process::id()));
-        std::fs::create_dir_all(&dir)
-            .map_err(|e| SandboxError::io("create run directory", &dir, e))?;
-        Ok(dir)
+    /// Start the warm pool (if it is not running) and wait up to `timeout`
+    /// until it holds `warm_helpers` prepared helpers; returns how many are
+    /// ready. Useful before a latency-sensitive burst of forks.
+    pub fn warm_up(&self, timeout: std::time::Duration) -> Result<usize, SandboxError> {
+        Ok(self.pool()?.wait_ready(timeout))
+    }
+
+    fn pool(&self) -> Result<&crate::sandbox::pool::WarmPool, SandboxError> {
+        if let Some(pool) = self.inner.pool.get() {
+            return Ok(pool);
+        }
+        let config = crate::sandbox::pool::PrepareConfig {
+            store: self.store().clone(),
+            helper: self.helper_command()?,
+            system: self.options().system.clone(),
+            limits: self.options().limits.clone(),
+            cgroup: self.options().cgroup.clone(),
+        };
+        Ok(self.inner.pool.get_or_init(|| {
+            crate::sandbox::pool::WarmPool::new(config, self.options().warm_helpers)
+        }))
+    }
+
+    /// A prepared helper (namespaces and system view ready) from the warm
+    /// pool, which is started on first use.
+    pub(crate) fn claim_helper(&self) -> Result<crate::sandbox::pool::Prepared, SandboxError> {
+        self.pool()?.claim()
     }
 
     /// The lower directories for a chain, topmost first: the layer

@@ -5,22 +5,21 @@
 //! Process tree of one action:
 //!
 //! ```text
-//! helper (user, mount, net, uts, ipc namespaces; never changes uid)
-//!  └─ C   unshares mount + pid namespaces; dies with the helper (PDEATHSIG)
-//!      └─ G   pid 1 of a fresh pid namespace: mounts /tmp, /proc, /dev/shm,
-//!         │   pivot_root()s into the sandbox root, reaps, reports leftovers;
-//!         │   dies with C, and its death kills everything in the namespace
-//!         └─ S   the action: becomes root inside, drops capabilities,
-//!                rlimits, no_new_privs, `bash -c` with the session wrapper
+//! helper (user, mount, net, uts, ipc namespaces; the sandbox's root user)
+//!  └─ G   cloned into a fresh mount + pid namespace, pid 1 there: mounts
+//!     │   /tmp, /proc, /dev/shm, pivot_root()s into the sandbox root, reaps,
+//!     │   reports leftovers; dies with the helper (PDEATHSIG), and its death
+//!     │   kills everything in the namespace
+//!     └─ S   the action: rlimits, capabilities dropped from the bounding
+//!            set, no_new_privs, `bash -c` with the session wrapper
 //! ```
 //!
-//! A timeout, a disk-limit breach or the helper's own death kills C, which
-//! cascades through PDEATHSIG to G and from G, by pid-namespace teardown, to
-//! every process the action started.
+//! A timeout, a disk-limit breach or the helper's own death kills G, and the
+//! pid-namespace teardown kills every process the action started.
 
 use std::ffi::CString;
 use std::fs::{self, File};
-use std::io::{Read, Write};
+use std::io::Write;
 use std::os::fd::{AsFd, AsRawFd, FromRawFd, OwnedFd};
 use std::os::unix::fs::{DirBuilderExt, PermissionsExt, symlink};
 use std::path::{Path, PathBuf};
@@ -46,16 +45,11 @@ const STATE_FD: i32 = 63;
 /// Shell text run by `bash -c`: the command runs in this shell (so `cd` and
 /// `export` persist), and the EXIT trap reports the resulting state, including
 /// after `exit N`, without changing the exit status. The report uses builtins
-/// only (no `env` process): every variable name is enumerated by its first
-/// character and kept when its attributes include `x` (exported).
+/// only (no process is started): the cwd, a NUL, then `declare -px`, which
+/// [`parse_declarations`] reads back.
 const WRAPPER: &str = r#"__arbor_state() {
   __arbor_rc=$?
-  {
-    builtin printf '%s\0' "$PWD"
-    for __arbor_v in ${!A*} ${!B*} ${!C*} ${!D*} ${!E*} ${!F*} ${!G*} ${!H*} ${!I*} ${!J*} ${!K*} ${!L*} ${!M*} ${!N*} ${!O*} ${!P*} ${!Q*} ${!R*} ${!S*} ${!T*} ${!U*} ${!V*} ${!W*} ${!X*} ${!Y*} ${!Z*} ${!a*} ${!b*} ${!c*} ${!d*} ${!e*} ${!f*} ${!g*} ${!h*} ${!i*} ${!j*} ${!k*} ${!l*} ${!m*} ${!n*} ${!o*} ${!p*} ${!q*} ${!r*} ${!s*} ${!t*} ${!u*} ${!v*} ${!w*} ${!x*} ${!y*} ${!z*} ${!_*}; do
-      if [[ ${!__arbor_v@a} == *x* ]]; then builtin printf '%s=%s\0' "$__arbor_v" "${!__arbor_v}"; fi
-    done
-  } >&63 2>/dev/null
+  { builtin printf '%s\0' "$PWD"; builtin declare -px; } >&63 2>/dev/null
   builtin exit "$__arbor_rc"
 }
 builtin trap __arbor_state EXIT
@@ -65,15 +59,7 @@ builtin eval "$__arbor_cmd"
 "#;
 
 /// Variables bash itself maintains; never part of the session state.
-const SHELL_OWNED_VARS: &[&str] = &[
-    "PWD",
-    "OLDPWD",
-    "SHLVL",
-    "_",
-    "__arbor_cmd",
-    "__arbor_rc",
-    "__arbor_v",
-];
+const SHELL_OWNED_VARS: &[&str] = &["PWD", "OLDPWD", "SHLVL", "_", "__arbor_cmd", "__arbor_rc"];
 
 /// Entry point of the `arbor-sandbox-helper` binary (and of `arbor
 /// __sandbox-helper`). Must run before any thread is started.
@@ -90,6 +76,9 @@ pub fn main() -> ! {
 
 struct Helper {
     setup: Option<Setup>,
+    /// The directory whose size is policed: the mounted workspace's upper
+    /// directory, or the copy backend's workspace.
+    policed: Option<PathBuf>,
     /// The store root, opened while the helper still had its host ids. Every
     /// store path is then reached as `/proc/self/fd/<fd>/<relative>`, so the
     /// helper, once it is the sandbox's root (a mapped id, which overlayfs
@@ -161,6 +150,7 @@ fn serve() -> Result<(), String> {
 
     let mut helper = Helper {
         setup: None,
+        policed: None,
         store: None,
     };
     loop {
@@ -215,8 +205,6 @@ impl Helper {
         self.store = Some((store, setup.store_root.clone()));
         let mut setup = setup;
         setup.root_dir = self.via_store(&setup.root_dir);
-        setup.policed_dir = self.via_store(&setup.policed_dir);
-        setup.workspace = self.rewrite_workspace(&setup.workspace);
         become_sandbox_root()?;
         nix::mount::mount(
             None::<&str>,
@@ -244,7 +232,6 @@ impl Helper {
             fs::set_permissions(root.join("tmp"), fs::Permissions::from_mode(0o1777))
                 .map_err(err("chmod /tmp"))
         })?;
-        mount_workspace_at(&root.join("workspace"), &setup.workspace)?;
         nix::mount::mount(
             None::<&str>,
             root.as_path(),
@@ -273,13 +260,10 @@ impl Helper {
         let target = self.cfg()?.root_dir.join("workspace");
         let ws = &self.rewrite_workspace(ws);
         mount_workspace_at(&target, ws)?;
-        if let Some(setup) = self.setup.as_mut() {
-            setup.policed_dir = match ws {
-                WorkspaceMount::Overlay { upper, .. } => upper.clone(),
-                WorkspaceMount::Bind { dir } => dir.clone(),
-            };
-            setup.workspace = ws.clone();
-        }
+        self.policed = Some(match ws {
+            WorkspaceMount::Overlay { upper, .. } => upper.clone(),
+            WorkspaceMount::Bind { dir } => dir.clone(),
+        });
         Ok(())
     }
 
@@ -296,6 +280,10 @@ impl Helper {
     }
 
     fn exec(&mut self, req: &ExecRequest) -> Result<ExecResult, String> {
+        let policed = self
+            .policed
+            .clone()
+            .ok_or_else(|| "no workspace is mounted".to_owned())?;
         let setup = self.cfg()?.clone();
         let pipe = || nix::unistd::pipe2(nix::fcntl::OFlag::O_CLOEXEC).map_err(err("pipe"));
         let (out_r, out_w) = pipe()?;
@@ -322,9 +310,7 @@ impl Helper {
             CString::new(WRAPPER).map_err(err("wrapper"))?,
         ];
         let cwd = CString::new(req.session.cwd.clone()).map_err(err("cwd contains NUL"))?;
-        let helper_pid = nix::unistd::getpid();
         let child = ActionChild {
-            root: &setup.root_dir,
             limits: &req.limits,
             env: &env,
             argv: &argv,
@@ -335,18 +321,31 @@ impl Helper {
             report: rep_w.as_raw_fd(),
             life_r: life_r.as_raw_fd(),
             life_w: life_w.as_raw_fd(),
-            helper_pid,
         };
 
         let start = Instant::now();
         // SAFETY: the helper is single-threaded, so the child may do anything
         // the parent could; it never returns into the parent's code (it ends
         // in `_exit`).
-        let c_pid = match unsafe { nix::unistd::fork() }.map_err(err("fork action"))? {
-            ForkResult::Child => sys::exit_now(child.run_c()),
-            ForkResult::Parent { child } => child,
-        };
-        drop((out_w, err_w, st_w, rep_w, life_r, life_w));
+        // Enter the sandbox root first: clone() carries the cwd over to the
+        // copy of its mount in the new mount namespace, whereas the helper's
+        // `/proc/self/fd/<store>` paths would keep pointing into the old one.
+        nix::unistd::chdir(setup.root_dir.as_path()).map_err(err("chdir sandbox root"))?;
+        let mut stack = vec![0u8; 256 << 10];
+        // SAFETY: the helper is single-threaded, and the child (which gets a
+        // copy of the address space, not a shared one: no CLONE_VM) runs
+        // only the callback on its own stack and ends in `_exit`.
+        let c_pid = unsafe {
+            nix::sched::clone(
+                Box::new(|| sys::exit_now(child.run_g())),
+                &mut stack,
+                CloneFlags::CLONE_NEWNS | CloneFlags::CLONE_NEWPID,
+                Some(libc::SIGCHLD),
+            )
+        }
+        .map_err(err("clone the action's init"))?;
+        // The lifeline's write end stays open here until the action is over.
+        drop((out_w, err_w, st_w, rep_w, life_r));
         // Readable once C has exited, so the wait below wakes at once. (Where
         // pidfds are unavailable the loop polls instead.)
         let pidfd: Option<OwnedFd> =
@@ -395,14 +394,12 @@ impl Helper {
                     killed = Some(ExitStatus::Timeout);
                 } else if now >= next_size_check {
                     next_size_check = now + Duration::from_millis(200);
-                    if crate::layer::dir_size(&setup.policed_dir).unwrap_or(0)
-                        > req.limits.upper_bytes
-                    {
+                    if crate::layer::dir_size(&policed).unwrap_or(0) > req.limits.upper_bytes {
                         killed = Some(ExitStatus::DiskLimit);
                     }
                 }
                 if killed.is_some() {
-                    // Killing C cascades to the whole action (see module docs).
+                    // Killing pid 1 ends the whole pid namespace (see module docs).
                     let _ = nix::sys::signal::kill(c_pid, Signal::SIGKILL);
                 }
             }
@@ -412,7 +409,7 @@ impl Helper {
         }
         let duration_us = u64::try_from(start.elapsed().as_micros()).unwrap_or(u64::MAX);
         if killed.is_none()
-            && crate::layer::dir_size(&setup.policed_dir).unwrap_or(0) > req.limits.upper_bytes
+            && crate::layer::dir_size(&policed).unwrap_or(0) > req.limits.upper_bytes
         {
             killed = Some(ExitStatus::DiskLimit);
         }
@@ -575,34 +572,26 @@ fn parse_status(line: &str) -> Option<ExitStatus> {
     }
 }
 
-/// Parse `cwd\0K=V\0...` into session state relative to the fixed environment.
+/// Parse `cwd\0` + `declare -px` output into session state relative to
+/// the fixed environment.
 fn parse_session(data: &[u8], fixed: &[(String, String)]) -> Option<SessionState> {
-    if data.is_empty() {
-        return None;
-    }
-    let mut fields = data.split(|&b| b == 0);
-    let cwd = String::from_utf8(fields.next()?.to_vec()).ok()?;
+    let nul = data.iter().position(|&b| b == 0)?;
+    let cwd = String::from_utf8(data[..nul].to_vec()).ok()?;
     if !cwd.starts_with('/') {
         return None;
     }
     let mut env = std::collections::BTreeMap::new();
     let mut seen = std::collections::BTreeSet::new();
-    for field in fields {
-        if field.is_empty() {
+    for (k, v) in super::declare::parse_declarations(&data[nul + 1..]) {
+        if SHELL_OWNED_VARS.contains(&k.as_str()) {
             continue;
         }
-        let text = String::from_utf8_lossy(field);
-        let Some((k, v)) = text.split_once('=') else {
-            continue;
-        };
-        if SHELL_OWNED_VARS.contains(&k) {
+        let v = String::from_utf8_lossy(&v).into_owned();
+        seen.insert(k.clone());
+        if fixed.iter().any(|(fk, fv)| *fk == k && *fv == v) {
             continue;
         }
-        seen.insert(k.to_owned());
-        if fixed.iter().any(|(fk, fv)| fk == k && fv == v) {
-            continue;
-        }
-        env.insert(k.to_owned(), v.to_owned());
+        env.insert(k, v);
     }
     let unset = fixed
         .iter()
@@ -876,7 +865,6 @@ fn build_system_view(root: &Path, view: &SystemView, hostname: &str) -> Result<(
 
 /// What the forked children of one action need; prepared before `fork`.
 struct ActionChild<'a> {
-    root: &'a Path,
     limits: &'a Limits,
     env: &'a [CString],
     argv: &'a [CString],
@@ -885,56 +873,15 @@ struct ActionChild<'a> {
     stderr: i32,
     state: i32,
     report: i32,
-    /// Read end of C's lifeline: G sees it hang up once C is gone.
+    /// Read end of the helper's lifeline: G sees it hang up once the helper is gone.
     life_r: i32,
-    /// Write end of the lifeline, held open by C alone.
+    /// Write end of the lifeline, held open by the helper until the action ends.
     life_w: i32,
-    helper_pid: Pid,
 }
 
 impl ActionChild<'_> {
-    /// C: new mount + pid namespaces, then supervise G.
-    fn run_c(&self) -> i32 {
-        let fail = |what: &str, e: &dyn std::fmt::Display| {
-            eprintln!("arbor-sandbox-helper: action: {what}: {e}");
-            70
-        };
-        if let Err(e) =
-            rustix::process::set_parent_process_death_signal(Some(rustix::process::Signal::KILL))
-        {
-            return fail("PDEATHSIG", &e);
-        }
-        if nix::unistd::getppid() != self.helper_pid {
-            return 71;
-        }
-        // Enter the sandbox root first: unshare() carries the cwd over to the
-        // copy of the mount it lives on in the new mount namespace, whereas
-        // the helper's `/proc/self/fd/<store>` paths would keep pointing into
-        // the old one.
-        if let Err(e) = nix::unistd::chdir(self.root) {
-            return fail("chdir sandbox root", &e);
-        }
-        if let Err(e) = nix::sched::unshare(CloneFlags::CLONE_NEWNS | CloneFlags::CLONE_NEWPID) {
-            return fail("unshare(mount, pid)", &e);
-        }
-        let c_pid = nix::unistd::getpid();
-        // SAFETY: C is single-threaded (a fork of the single-threaded helper).
-        match unsafe { nix::unistd::fork() } {
-            Err(e) => fail("fork init", &e),
-            Ok(ForkResult::Child) => sys::exit_now(self.run_g(c_pid)),
-            Ok(ForkResult::Parent { child }) => loop {
-                match waitpid(child, None) {
-                    Ok(WaitStatus::Exited(_, code)) => return code,
-                    Ok(WaitStatus::Signaled(..)) => return 72,
-                    Ok(_) | Err(nix::errno::Errno::EINTR) => {}
-                    Err(e) => return fail("wait init", &e),
-                }
-            },
-        }
-    }
-
     /// G: pid 1 of the action's pid namespace.
-    fn run_g(&self, c_pid: Pid) -> i32 {
+    fn run_g(&self) -> i32 {
         let fail = |what: &str, e: &dyn std::fmt::Display| {
             eprintln!("arbor-sandbox-helper: action init: {what}: {e}");
             73
@@ -944,8 +891,7 @@ impl ActionChild<'_> {
         {
             return fail("PDEATHSIG", &e);
         }
-        let _ = c_pid;
-        // C may have been killed before PDEATHSIG was armed: its lifeline tells.
+        // The helper may have died before PDEATHSIG was armed: its lifeline tells.
         // SAFETY: closing G's inherited copy of the lifeline's write end, which nothing else in G uses.
         unsafe { libc::close(self.life_w) };
         let mut pfd = libc::pollfd {
@@ -1124,36 +1070,45 @@ const DROPPED_CAPS: rustix::thread::CapabilitySet = {
 
 /// Command lines of every process in this pid namespace except pid 1.
 fn list_processes() -> Vec<String> {
-    let mut out = Vec::new();
+    // Reap what has already exited: zombies are not running processes.
+    while let Ok(status) = waitpid(None::<Pid>, Some(WaitPidFlag::WNOHANG)) {
+        if matches!(status, WaitStatus::StillAlive) {
+            break;
+        }
+    }
     let Ok(entries) = fs::read_dir("/proc") else {
-        return out;
+        return Vec::new();
     };
     let mut pids: Vec<i32> = entries
         .flatten()
         .filter_map(|e| e.file_name().to_str()?.parse().ok())
+        .filter(|&pid| pid != 1)
         .collect();
     pids.sort_unstable();
-    for pid in pids {
-        if pid == 1 {
-            continue;
-        }
-        let mut cmdline = Vec::new();
-        if let Ok(mut f) = File::open(format!("/proc/{pid}/cmdline")) {
-            let _ = f.read_to_end(&mut cmdline);
-        }
-        let text: String = cmdline
+    pids.into_iter().filter_map(describe_process).collect()
+}
+
+/// The command line of a live process. A process caught between `fork` and
+/// `exec` still shows the action's own `bash -c <wrapper>`, and one inside
+/// `exec` shows nothing, for a moment: wait a little for it, then name it
+/// by its `comm`.
+fn describe_process(pid: i32) -> Option<String> {
+    let wrapper_start = WRAPPER.lines().next().unwrap_or_default();
+    for _ in 0..20 {
+        let cmdline = fs::read(format!("/proc/{pid}/cmdline")).ok()?;
+        let text: Vec<String> = cmdline
             .split(|&b| b == 0)
             .filter(|s| !s.is_empty())
             .map(|s| String::from_utf8_lossy(s).into_owned())
-            .collect::<Vec<_>>()
-            .join(" ");
-        out.push(if text.is_empty() {
-            format!("[pid {pid}]")
-        } else {
-            text
-        });
+            .collect();
+        let forked_shell = text.len() == 3 && text[1] == "-c" && text[2].starts_with(wrapper_start);
+        if !text.is_empty() && !forked_shell {
+            return Some(text.join(" "));
+        }
+        std::thread::sleep(Duration::from_millis(1));
     }
-    out
+    let comm = fs::read_to_string(format!("/proc/{pid}/comm")).ok()?;
+    Some(format!("[{}]", comm.trim_end()))
 }
 
 #[cfg(test)]
@@ -1166,7 +1121,7 @@ mod tests {
             ("HOME".to_owned(), "/tmp/home".to_owned()),
             ("TZ".to_owned(), "UTC".to_owned()),
         ];
-        let data = b"/workspace/src\0HOME=/tmp/home\0MULTI=a\nb\0PWD=/x\0SHLVL=1\0";
+        let data = b"/workspace/src\0declare -x HOME=\"/tmp/home\"\ndeclare -x MULTI=$'a\\nb'\ndeclare -x PWD=\"/x\"\ndeclare -x SHLVL=\"1\"\n";
         let s = parse_session(data, &fixed).unwrap();
         assert_eq!(s.cwd, "/workspace/src");
         assert_eq!(s.env.get("MULTI").map(String::as_str), Some("a\nb"));

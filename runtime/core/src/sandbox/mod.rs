@@ -15,8 +15,10 @@
 //! sandbox's root user, after `chroot`ing into the sandbox root: a symlink or
 //! `..` planted by the agent never makes the runtime read or write a host path.
 
+mod declare;
 pub mod env;
 pub mod helper;
+pub(crate) mod pool;
 pub mod process;
 pub mod protocol;
 
@@ -200,78 +202,71 @@ impl Sandbox {
         session: SessionState,
     ) -> Result<Self> {
         let store = runtime.store();
-        let run_dir = runtime.new_run_dir()?;
-        let root_dir = run_dir.join("root");
-        mkdir(&root_dir)?;
+        let pool::Prepared {
+            mut helper,
+            run_dir,
+        } = runtime.claim_helper()?;
         let owners = runtime.owner_map();
-        let (private, workspace) = match runtime.backend() {
-            Backend::Overlay => {
-                let upper = run_dir.join("upper-0");
-                let work = run_dir.join("work-0");
-                make_upper(&upper, &work, &owners)?;
-                let lowers = runtime.lower_dirs(base.as_ref(), &layers)?;
-                let ws = WorkspaceMount::Overlay {
-                    lowers,
-                    upper: upper.clone(),
-                    work: work.clone(),
-                };
-                (Private::Overlay { upper, work }, ws)
+        let prepared = (|| -> Result<(Private, WorkspaceMount)> {
+            Ok(match runtime.backend() {
+                Backend::Overlay => {
+                    let upper = run_dir.join("upper-0");
+                    let work = run_dir.join("work-0");
+                    make_upper(&upper, &work, &owners)?;
+                    let lowers = runtime.lower_dirs(base.as_ref(), &layers)?;
+                    let ws = WorkspaceMount::Overlay {
+                        lowers,
+                        upper: upper.clone(),
+                        work: work.clone(),
+                    };
+                    (Private::Overlay { upper, work }, ws)
+                }
+                Backend::Copy => {
+                    let workspace = run_dir.join("ws");
+                    layer::materialize(
+                        store,
+                        &layers,
+                        &workspace,
+                        &layer::MaterializeOptions {
+                            verify: false,
+                            owners: Some(owners),
+                        },
+                    )?;
+                    let (uid, gid) = owners.to_host(0, 0);
+                    rustix::fs::chown(
+                        &workspace,
+                        Some(rustix::fs::Uid::from_raw(uid)),
+                        Some(rustix::fs::Gid::from_raw(gid)),
+                    )
+                    .map_err(|e| SandboxError::io("chown", &workspace, e.into()))?;
+                    let base_view = layer::merge_layers(store, &layers)?;
+                    let ws = WorkspaceMount::Bind {
+                        dir: workspace.clone(),
+                    };
+                    (
+                        Private::Copy {
+                            workspace,
+                            base: Box::new(base_view),
+                        },
+                        ws,
+                    )
+                }
+            })
+        })();
+        let mounted = prepared.and_then(|(private, ws)| {
+            match helper.request(&Request::MountWorkspace(ws))? {
+                Response::Ok => Ok(private),
+                other => Err(helper.unexpected(other)),
             }
-            Backend::Copy => {
-                let workspace = run_dir.join("ws");
-                let report = layer::materialize(
-                    store,
-                    &layers,
-                    &workspace,
-                    &layer::MaterializeOptions {
-                        verify: false,
-                        owners: Some(owners),
-                    },
-                )?;
-                let _ = report;
-                let (uid, gid) = owners.to_host(0, 0);
-                rustix::fs::chown(
-                    &workspace,
-                    Some(rustix::fs::Uid::from_raw(uid)),
-                    Some(rustix::fs::Gid::from_raw(gid)),
-                )
-                .map_err(|e| SandboxError::io("chown", &workspace, e.into()))?;
-                let base_view = layer::merge_layers(store, &layers)?;
-                let ws = WorkspaceMount::Bind {
-                    dir: workspace.clone(),
-                };
-                (
-                    Private::Copy {
-                        workspace,
-                        base: Box::new(base_view),
-                    },
-                    ws,
-                )
+        });
+        let private = match mounted {
+            Ok(private) => private,
+            Err(e) => {
+                drop(helper);
+                crate::cleanup::remove_dir_forcefully(&run_dir);
+                return Err(e);
             }
         };
-        let policed_dir = match &private {
-            Private::Overlay { upper, .. } => upper.clone(),
-            Private::Copy { workspace, .. } => workspace.clone(),
-        };
-        let mut helper = process::HelperProcess::start(
-            &runtime.helper_command()?,
-            store.mode(),
-            &run_dir.join("helper.log"),
-            &runtime.options().cgroup,
-        )?;
-        let setup = protocol::Setup {
-            store_root: store.root().to_owned(),
-            root_dir,
-            workspace,
-            policed_dir,
-            system: runtime.options().system.clone(),
-            hostname: env::HOSTNAME.to_owned(),
-            limits: runtime.options().limits.clone(),
-        };
-        match helper.request(&Request::Setup(Box::new(setup)))? {
-            Response::Ok => {}
-            other => return Err(helper.unexpected(other)),
-        }
         record_base(&run_dir, base.as_ref())?;
         let mut session = session;
         if session.cwd.is_empty() {

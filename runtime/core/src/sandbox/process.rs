@@ -291,10 +291,53 @@ impl Default for CgroupLimits {
     }
 }
 
+/// Remove empty per-sandbox cgroups left by runtimes that were killed
+/// (`arbor-<runtime pid>-<helper pid>` whose runtime is gone). Best effort.
+fn remove_stale_cgroups() {
+    let own = fs::read_to_string("/proc/self/cgroup").unwrap_or_default();
+    let mut parents = vec![PathBuf::from("/sys/fs/cgroup")];
+    for controller in ["pids", "memory"] {
+        let base = Path::new("/sys/fs/cgroup").join(controller);
+        parents.push(base.clone());
+        if let Some(rel) = own.lines().find_map(|l| {
+            let mut parts = l.splitn(3, ':');
+            let (_, ctrls, path) = (parts.next()?, parts.next()?, parts.next()?);
+            ctrls
+                .split(',')
+                .any(|c| c == controller)
+                .then(|| path.trim_start_matches('/').to_owned())
+        }) {
+            parents.push(base.join(rel));
+        }
+    }
+    for parent in parents {
+        let Ok(entries) = fs::read_dir(&parent) else {
+            continue;
+        };
+        for entry in entries.flatten() {
+            let name = entry.file_name();
+            let Some(rest) = name.to_str().and_then(|n| n.strip_prefix("arbor-")) else {
+                continue;
+            };
+            let Some(owner) = rest.split('-').next().and_then(|p| p.parse::<i32>().ok()) else {
+                continue;
+            };
+            let alive = rustix::process::Pid::from_raw(owner)
+                .is_some_and(|pid| rustix::process::test_kill_process(pid).is_ok());
+            if !alive {
+                // rmdir of a cgroup succeeds only when it has no processes.
+                let _ = fs::remove_dir(entry.path());
+            }
+        }
+    }
+}
+
 /// Create per-sandbox cgroups (pids, memory), set their limits and move
 /// `pid` into them. Best effort: where the host does not let us, the rlimits
 /// still apply; the list of cgroups joined is reported.
 fn join_cgroups(pid: u32, limits: &CgroupLimits) -> Vec<PathBuf> {
+    static SWEPT: OnceLock<()> = OnceLock::new();
+    SWEPT.get_or_init(remove_stale_cgroups);
     let name = format!("arbor-{}-{pid}", std::process::id());
     let mut joined = Vec::new();
     let unified = Path::new("/sys/fs/cgroup/cgroup.controllers");

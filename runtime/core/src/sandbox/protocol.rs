@@ -93,10 +93,6 @@ pub struct Setup {
     /// A directory (on the host) the helper mounts the sandbox root on; only
     /// visible inside the helper's private mount namespace.
     pub root_dir: PathBuf,
-    /// The workspace.
-    pub workspace: WorkspaceMount,
-    /// The directory whose size is policed (the upper dir, or the copy workspace).
-    pub policed_dir: PathBuf,
     /// The read-only system view.
     pub system: SystemView,
     /// The hostname inside.
@@ -113,13 +109,15 @@ pub enum Request {
     /// [`Response::Unshared`]; the runtime then writes the id maps.
     Unshare,
     /// Sent after the id maps are written: become root inside and build the
-    /// mounts described by `Setup`.
+    /// system view described by `Setup` (the workspace comes later, with
+    /// [`Request::MountWorkspace`], so helpers can be prepared in advance).
     Setup(Box<Setup>),
     /// Run one action.
     Exec(Box<ExecRequest>),
     /// Unmount the workspace (before its upper directory is sealed).
     UnmountWorkspace,
-    /// Mount a new workspace (after sealing: the new lower chain and a fresh upper).
+    /// Mount the workspace (when a prepared helper is claimed, and after
+    /// sealing: the new lower chain and a fresh upper).
     MountWorkspace(WorkspaceMount),
     /// A host-side file operation on `/workspace`, performed as the
     /// sandbox's root through a capability handle rooted at the workspace.
