@@ -27,6 +27,8 @@ test: prerequisites
 	$(CARGO) test --workspace
 	$(call heading,[4/5] cargo test --workspace (copy backend))
 	ARBOR_BACKEND=copy $(CARGO) test --workspace
+	$(call heading,benches once in quick smoke mode (no timing assertions))
+	$(CARGO) test -p arbor-benches --benches
 	@$(MAKE) --no-print-directory test-unprivileged
 
 # The same test binaries once more as an unprivileged user (when run as root).

@@ -106,3 +106,49 @@ fn every_failpoint_leaves_a_clean_store() {
         points.len()
     );
 }
+
+#[test]
+fn several_processes_share_one_store() {
+    let dir = tempfile::tempdir().unwrap();
+    let src = dir.path().join("src");
+    arbor_tests::sample_workspace(&src);
+    let home = dir.path().join("home");
+    // Each process imports or reuses `base`, runs an action, snapshots, tags
+    // and runs gc, all at the same time on the same store.
+    let children: Vec<_> = (0..4)
+        .map(|_| {
+            Command::new(crasher_path())
+                .arg(&home)
+                .arg(helper_path())
+                .arg(&src)
+                .stdout(std::process::Stdio::null())
+                .stderr(std::process::Stdio::piped())
+                .spawn()
+                .unwrap()
+        })
+        .collect();
+    for child in children {
+        let out = child.wait_with_output().unwrap();
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+    let rt = arbor_runtime::Runtime::open(arbor_tests::options(&home, Path::new(HELPER))).unwrap();
+    let report = rt.store().fsck().unwrap();
+    assert!(report.is_clean(), "{:?}", report.problems);
+    let latest = rt
+        .store()
+        .get_tag("latest")
+        .unwrap()
+        .expect("a process tagged its result");
+    let mut sb = rt.snapshot(&latest).unwrap().open().unwrap();
+    let obs = sb
+        .exec(
+            "cat out/x; tail -n 1 README.md",
+            &arbor_runtime::ExecOptions::default(),
+        )
+        .unwrap();
+    assert_eq!(obs.stdout_text(), "1\nchanged\n");
+}
