@@ -113,9 +113,15 @@ fn several_processes_share_one_store() {
     let src = dir.path().join("src");
     arbor_tests::sample_workspace(&src);
     let home = dir.path().join("home");
-    // Each process imports or reuses `base`, runs an action, snapshots, tags
-    // and runs gc, all at the same time on the same store.
-    let children: Vec<_> = (0..4)
+    // The shared starting point is tagged once: a process that re-tagged it
+    // while another still meant to open the old one would let a concurrent
+    // gc collect that one (gc removes what no tag or live sandbox reaches).
+    let rt = arbor_runtime::Runtime::open(arbor_tests::options(&home, Path::new(HELPER))).unwrap();
+    rt.import(&src, Some("base")).unwrap();
+    drop(rt);
+    // Each process runs an action on `base`, snapshots, tags and runs gc, all
+    // at the same time on the same store.
+    let children: Vec<_> = (0..6)
         .map(|_| {
             Command::new(crasher_path())
                 .arg(&home)

@@ -5,9 +5,11 @@
 //! sandbox's private upper directory, at a cost proportional to what changed
 //! since the last snapshot, never to the workspace:
 //!
-//! 1. unmount the workspace (the sandbox is idle: every action is a finished process tree);
-//! 2. `syncfs` the upper directory's filesystem;
-//! 3. hash the upper directory into a tree object (the layer id);
+//! 1. write the objects the pending actions refer to (their outputs, written
+//!    file contents) and the tree of the upper directory, whose hash is the
+//!    layer id (the tree was computed after the last action);
+//! 2. unmount the workspace (the sandbox is idle: every action is a finished process tree);
+//! 3. `syncfs` the upper directory's filesystem;
 //! 4. rename the upper directory into `layers/<id>` and fsync `layers/`;
 //! 5. write the manifest object;
 //! 6. list the snapshot (`snapshots/<id>`): only now does it exist for `ls`;
@@ -31,9 +33,9 @@ use crate::store::{failpoint, fsync_dir};
 
 /// Failpoints of the snapshot protocol, in order (see [`crate::store::failpoint`]).
 pub const FAILPOINTS: &[&str] = &[
+    "snapshot.tree-written",
     "snapshot.unmounted",
     "snapshot.synced",
-    "snapshot.tree-written",
     "snapshot.layer-renamed",
     "snapshot.manifest-written",
     "snapshot.listed",
@@ -135,6 +137,7 @@ impl Sandbox {
         self.write_held_objects()?;
         let written = store.put_tree(&tree)?;
         debug_assert_eq!(written, tree_id);
+        failpoint("snapshot.tree-written");
         self.unmount_workspace()?;
         failpoint("snapshot.unmounted");
         let new_layer = match seal_private(&runtime, self, tree.entries.is_empty(), tree_id) {
@@ -187,14 +190,13 @@ fn seal_private(
     let dir = File::open(private).map_err(|e| io("open", private, e))?;
     rustix::fs::syncfs(&dir).map_err(|e| io("syncfs", private, e.into()))?;
     failpoint("snapshot.synced");
-    failpoint("snapshot.tree-written");
     if empty {
         return Ok(false);
     }
     let dest = store.layer_dir(&tree_id);
     if !dest.exists() {
         if sandbox.is_overlay() {
-            std::fs::rename(private, &dest).map_err(|e| io("seal layer into", &dest, e))?;
+            install_dir(private, &dest)?;
         } else {
             // The copy workspace stays the sandbox's; the layer is the written delta.
             let staging = store.new_temp_path("seal");
@@ -216,7 +218,9 @@ fn seal_private(
                     written.short()
                 ))));
             }
-            std::fs::rename(&staging, &dest).map_err(|e| io("seal layer into", &dest, e))?;
+            if !install_dir(&staging, &dest)? {
+                crate::cleanup::remove_dir_forcefully(&staging);
+            }
         }
     }
     if let Some(parent) = dest.parent() {
@@ -224,6 +228,23 @@ fn seal_private(
     }
     failpoint("snapshot.layer-renamed");
     Ok(true)
+}
+
+/// Move a sealed directory into the layer store. Layers are named by the
+/// hash of their content, so when another process installed the same layer
+/// first, ours is redundant: returns `false` and leaves `from` in place.
+fn install_dir(from: &Path, dest: &Path) -> Result<bool> {
+    match rustix::fs::renameat_with(
+        rustix::fs::CWD,
+        from,
+        rustix::fs::CWD,
+        dest,
+        rustix::fs::RenameFlags::NOREPLACE,
+    ) {
+        Ok(()) => Ok(true),
+        Err(rustix::io::Errno::EXIST | rustix::io::Errno::NOTEMPTY) => Ok(false),
+        Err(e) => Err(io("seal layer into", dest, e.into())),
+    }
 }
 
 fn io(op: &'static str, path: &Path, source: std::io::Error) -> RuntimeError {
@@ -261,8 +282,7 @@ impl Runtime {
             failpoint("import.tree-written");
             let dest = store.layer_dir(&tree_id);
             if !dest.exists() {
-                std::fs::rename(&staging, &dest)
-                    .map_err(|e| io("move imported layer to", &dest, e))?;
+                install_dir(&staging, &dest)?;
                 if let Some(parent) = dest.parent() {
                     fsync_dir(parent)?;
                 }
