@@ -169,7 +169,13 @@ impl Store {
     /// it into `tmp/` (fsynced, so it can never reappear half-deleted), then
     /// delete it. Returns false (and notes why) if it had to be left in place.
     fn discard(&self, path: &Path, dev: u64, rep: &mut GcReport) -> Result<bool> {
-        let md = fs::symlink_metadata(path).map_err(io_err("stat", path))?;
+        // A sandbox that just ended may remove its own run directory while
+        // gc looks at it: something already gone is not an error.
+        let md = match fs::symlink_metadata(path) {
+            Ok(md) => md,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(false),
+            Err(e) => return Err(io_err("stat", path)(e)),
+        };
         if md.is_dir() && md.dev() != dev {
             rep.skipped
                 .push(StoreError::MountInside { path: path.into() }.to_string());
@@ -180,7 +186,11 @@ impl Store {
                 .map_err(io_err("make directory writable", path))?;
         }
         let graveyard = self.tmp_dir().join(temp_name(".gc"));
-        fs::rename(path, &graveyard).map_err(io_err("move into tmp for deletion", path))?;
+        match fs::rename(path, &graveyard) {
+            Ok(()) => {}
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(false),
+            Err(e) => return Err(io_err("move into tmp for deletion", path)(e)),
+        }
         fsync_dir(path.parent().unwrap_or(self.root()))?;
         fsync_dir(&self.tmp_dir())?;
         match remove_tree(&graveyard, dev) {
