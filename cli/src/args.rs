@@ -95,6 +95,22 @@ pub enum Command {
         /// Snapshot id, unique id prefix, or tag.
         snapshot: String,
     },
+    /// Re-execute a snapshot's action chain from its root, in fresh forks,
+    /// and report every step whose observations (stdout, stderr, exit
+    /// status, filesystem delta) differ from the recorded ones.
+    ///
+    /// Exits 0 when the replay is identical, 1 when a step diverged.
+    Replay {
+        /// Snapshot id, unique id prefix, or tag (not needed with --explain).
+        #[arg(required_unless_present = "explain")]
+        snapshot: Option<String>,
+        /// Stop at the first divergent step.
+        #[arg(long)]
+        strict: bool,
+        /// Print the determinism controls and the paths left out of digests.
+        #[arg(long)]
+        explain: bool,
+    },
     /// Materialise a snapshot into a host directory (absent or empty).
     ///
     /// Every layer file is verified first: a corrupt file fails the checkout

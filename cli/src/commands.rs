@@ -63,6 +63,11 @@ pub fn run(ctx: &Ctx, command: Command) -> Result<i32> {
         ),
         Command::Diff { a, b } => diff(ctx, &a, &b),
         Command::Log { snapshot } => log(ctx, &snapshot),
+        Command::Replay {
+            snapshot,
+            strict,
+            explain,
+        } => replay(ctx, snapshot.as_deref(), strict, explain),
         Command::Checkout { snapshot, dir } => checkout(ctx, &snapshot, &dir),
         Command::Ls => ls(ctx),
         Command::Show { snapshot } => show(ctx, &snapshot),
@@ -731,4 +736,111 @@ fn fsck(ctx: &Ctx) -> Result<i32> {
         text
     })?;
     Ok(if r.is_clean() { 0 } else { EXIT_FAILURE })
+}
+
+fn replay(ctx: &Ctx, snapshot: Option<&str>, strict: bool, explain: bool) -> Result<i32> {
+    if explain {
+        let text = arbor_runtime::replay::explain();
+        let excluded: Vec<&str> = arbor_runtime::replay::DIGEST_EXCLUDED
+            .iter()
+            .map(|(path, _)| *path)
+            .collect();
+        #[derive(Serialize)]
+        struct Explain<'a> {
+            excluded_from_digests: Vec<&'a str>,
+            fixed_env: Vec<(String, String)>,
+            text: &'a str,
+        }
+        let value = Explain {
+            excluded_from_digests: excluded,
+            fixed_env: arbor_runtime::sandbox::env::fixed_env(),
+            text: &text,
+        };
+        emit(ctx.json, &value, || text.clone())?;
+        return Ok(0);
+    }
+    let Some(snapshot) = snapshot else {
+        anyhow::bail!("replay needs a snapshot (or --explain)");
+    };
+    let target = ctx.runtime.resolve(snapshot)?;
+    let report = arbor_runtime::replay::replay(
+        &ctx.runtime,
+        &target,
+        arbor_runtime::replay::ReplayOptions { strict },
+    )?;
+    emit(ctx.json, &report, || render_replay(&report))?;
+    Ok(if report.identical { 0 } else { EXIT_FAILURE })
+}
+
+fn render_replay(report: &arbor_runtime::replay::ReplayReport) -> String {
+    use arbor_runtime::replay::Divergence;
+    let mut text = String::new();
+    for step in &report.steps {
+        let status = if step.divergences.is_empty() {
+            "identical"
+        } else {
+            "DIVERGED"
+        };
+        text.push_str(&format!(
+            "step {:>3}  {}  {:<9}  {}\n",
+            step.step,
+            step.recorded.short(),
+            status,
+            step.actions.join("; ")
+        ));
+        for d in &step.divergences {
+            match d {
+                Divergence::Stdout { action, diff } | Divergence::Stderr { action, diff } => {
+                    let part = if matches!(d, Divergence::Stdout { .. }) { "stdout" } else { "stderr" };
+                    text.push_str(&format!("          action {}: {part} differs\n", action + 1));
+                    for line in diff {
+                        text.push_str(&format!("            {line}\n"));
+                    }
+                }
+                Divergence::Exit { action, recorded, replayed } => text.push_str(&format!(
+                    "          action {}: exit status differs: recorded {recorded:?}, replayed {replayed:?}\n",
+                    action + 1
+                )),
+                Divergence::Filesystem { action, paths } => {
+                    text.push_str(&format!("          action {}: filesystem differs\n", action + 1));
+                    for p in paths.iter().take(10) {
+                        text.push_str(&format!("            {p}\n"));
+                    }
+                    if paths.len() > 10 {
+                        text.push_str(&format!("            … and {} more\n", paths.len() - 10));
+                    }
+                }
+                Divergence::ObservationCount { recorded, replayed } => text.push_str(&format!(
+                    "          {recorded} observations recorded, {replayed} replayed\n"
+                )),
+            }
+        }
+    }
+    match report.first_divergence() {
+        None => text.push_str(&format!(
+            "replay: identical ({} steps, {} actions, {} ms)\n",
+            report.steps.len(),
+            report.actions,
+            report.duration_ms
+        )),
+        Some(first) => {
+            let n = report
+                .steps
+                .iter()
+                .filter(|s| !s.divergences.is_empty())
+                .count();
+            text.push_str(&format!(
+                "replay: divergent: first at step {} ({} of {} steps divergent{})\n",
+                first.step,
+                n,
+                report.steps.len(),
+                if report.stopped_early {
+                    "; stopped there (--strict)"
+                } else {
+                    ""
+                }
+            ));
+        }
+    }
+    text
 }

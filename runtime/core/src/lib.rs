@@ -4,6 +4,7 @@
 //! - [`layer`]: filesystem layers: trees, merge, diff, materialise, squash.
 //! - [`sandbox`]: isolated sandboxes driven by a single-threaded helper process.
 //! - [`snapshot`]: sealing a sandbox's changes into a snapshot; forking N sandboxes.
+//! - [`replay`]: re-executing a chain and reporting where it diverges.
 //! - [`Runtime`]: ties them together (the CLI's operations).
 //!
 //! No knowledge of tasks, policies or neural networks lives here.
@@ -12,6 +13,7 @@
 pub mod asynchronous;
 mod cleanup;
 pub mod layer;
+pub mod replay;
 mod runtime;
 pub mod sandbox;
 pub mod snapshot;

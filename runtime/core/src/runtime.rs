@@ -19,6 +19,9 @@ pub const DEFAULT_UID_BASE: u32 = 0x6000_0000;
 /// the snapshot id (overlayfs stacks at most 500 lower layers).
 pub const DEFAULT_SQUASH_AFTER: usize = 400;
 
+/// A layer's entries by path.
+pub(crate) type LayerIndex = std::collections::HashMap<String, crate::store::object::TreeEntry>;
+
 /// Prepared helpers a runtime keeps ready by default.
 pub const DEFAULT_WARM_HELPERS: usize = 2;
 
@@ -195,6 +198,9 @@ struct Inner {
     /// The backend once decided (probing happens on the first sandbox).
     backend: Mutex<Option<Backend>>,
     helper: Mutex<Option<HelperCommand>>,
+    /// Layer trees indexed by path, shared by the sandboxes of this runtime
+    /// (digests compare each change with the layers below it).
+    layer_index: Mutex<std::collections::HashMap<LayerId, Arc<LayerIndex>>>,
     /// Prepared helpers, started on the first sandbox.
     pool: std::sync::OnceLock<crate::sandbox::pool::WarmPool>,
 }
@@ -239,6 +245,7 @@ impl Runtime {
                 owners,
                 backend: Mutex::new(backend),
                 pool: std::sync::OnceLock::new(),
+                layer_index: Mutex::new(std::collections::HashMap::new()),
             }),
         })
     }
@@ -314,6 +321,33 @@ impl Runtime {
     /// pool, which is started on first use.
     pub(crate) fn claim_helper(&self) -> Result<crate::sandbox::pool::Prepared, SandboxError> {
         self.pool()?.claim()
+    }
+
+    /// A layer's tree indexed by path (cached for the runtime's lifetime,
+    /// up to a bound).
+    pub(crate) fn layer_index(
+        &self,
+        id: &LayerId,
+    ) -> Result<Arc<LayerIndex>, crate::store::StoreError> {
+        if let Ok(cache) = self.inner.layer_index.lock()
+            && let Some(found) = cache.get(id)
+        {
+            return Ok(Arc::clone(found));
+        }
+        let tree = self.store().get_tree(id)?;
+        let index: Arc<LayerIndex> = Arc::new(
+            tree.entries
+                .into_iter()
+                .map(|e| (e.path.clone(), e))
+                .collect(),
+        );
+        if let Ok(mut cache) = self.inner.layer_index.lock() {
+            if cache.len() >= 4096 {
+                cache.clear();
+            }
+            cache.insert(*id, Arc::clone(&index));
+        }
+        Ok(index)
     }
 
     /// The lower directories for a chain, topmost first: the layer

@@ -27,8 +27,8 @@ use std::path::{Path, PathBuf};
 use crate::layer::{self, MergedView};
 use crate::store::StoreError;
 use crate::store::object::{
-    Action, ExitStatus, LayerId, ObjectId, ObjectKind, ObservationDigest, SessionState, SnapshotId,
-    Tree, object_id,
+    Action, EntryKind, ExitStatus, LayerId, ObjectId, ObjectKind, ObservationDigest, SessionState,
+    SnapshotId, Tree, TreeEntry, object_id,
 };
 use crate::{Backend, Runtime};
 pub use process::{CgroupLimits, HelperCommand};
@@ -330,6 +330,22 @@ impl Sandbox {
         })
     }
 
+    /// The entries of `tree` (the private changes) that differ from what the
+    /// lower chain holds at the same path.
+    fn net_change(&self, tree: &Tree) -> Result<Tree> {
+        let mut lowers = Vec::with_capacity(self.layers.len());
+        for id in self.layers.iter().rev() {
+            lowers.push(self.runtime.layer_index(id)?);
+        }
+        let entries = tree
+            .entries
+            .iter()
+            .filter(|e| !same_as_lower(&lowers, e))
+            .cloned()
+            .collect();
+        Ok(Tree { entries })
+    }
+
     /// Keep an object for the next snapshot; returns its id.
     fn hold(&mut self, kind: ObjectKind, payload: Vec<u8>) -> ObjectId {
         let id = object_id(kind, &payload);
@@ -357,7 +373,20 @@ impl Sandbox {
     ) -> Result<ObservationDigest> {
         let stdout = self.hold(ObjectKind::Blob, stdout.to_vec());
         let stderr = self.hold(ObjectKind::Blob, stderr.to_vec());
-        let (_, fs_delta) = self.delta()?;
+        let (tree, layer_id) = self.delta()?;
+        // The digest covers the net change: entries equal to what the layers
+        // below already hold (copied up by a metadata-only touch such as
+        // git's `utime` on an existing object) are not changes, and the few
+        // files whose content embeds inode numbers or times are left out
+        // (see `replay::DIGEST_EXCLUDED`).
+        let digest_tree = crate::replay::digest_tree(&self.net_change(&tree)?);
+        let fs_delta = if digest_tree.entries.len() == tree.entries.len() {
+            layer_id
+        } else {
+            let bytes = serde_json::to_vec(&digest_tree)
+                .map_err(|e| SandboxError::Helper(format!("encode tree: {e}")))?;
+            self.hold(ObjectKind::Tree, bytes)
+        };
         let digest = ObservationDigest {
             stdout,
             stderr,
@@ -665,6 +694,48 @@ impl Drop for Sandbox {
         self.helper.kill();
         crate::cleanup::remove_dir_forcefully(&self.run_dir);
     }
+}
+
+/// Whether a private entry equals what the lower chain (topmost first)
+/// already holds at its path: then it records no change.
+fn same_as_lower(lowers: &[std::sync::Arc<crate::runtime::LayerIndex>], entry: &TreeEntry) -> bool {
+    match entry.kind {
+        // A deletion is a change; an opaque directory hides what was below.
+        EntryKind::Whiteout | EntryKind::Dir { opaque: true } => false,
+        _ => lower_entry(lowers, &entry.path).is_some_and(|lower| {
+            let same_kind = match (&lower.kind, &entry.kind) {
+                (EntryKind::Dir { .. }, EntryKind::Dir { .. }) => true,
+                (a, b) => a == b,
+            };
+            same_kind
+                && lower.mode == entry.mode
+                && (lower.uid, lower.gid) == (entry.uid, entry.gid)
+        }),
+    }
+}
+
+/// The entry the lower chain (topmost first) shows at `path`, with overlay
+/// semantics: whiteouts, opaque directories and non-directories above a
+/// path hide it.
+fn lower_entry<'a>(
+    lowers: &'a [std::sync::Arc<crate::runtime::LayerIndex>],
+    path: &str,
+) -> Option<&'a TreeEntry> {
+    for layer in lowers {
+        if let Some(e) = layer.get(path) {
+            return (!matches!(e.kind, EntryKind::Whiteout)).then_some(e);
+        }
+        let mut ancestor = path;
+        while let Some(i) = ancestor.rfind('/') {
+            ancestor = &ancestor[..i];
+            if let Some(a) = layer.get(ancestor)
+                && !matches!(a.kind, EntryKind::Dir { opaque: false })
+            {
+                return None;
+            }
+        }
+    }
+    None
 }
 
 /// Record the base snapshot in the run directory so that `gc` keeps the
