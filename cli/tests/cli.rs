@@ -516,3 +516,70 @@ fn placeholder_commands_do_not_exist() {
     }
     assert!(env.run(&["ls"]).status.success());
 }
+
+#[test]
+fn replay_reports_identical_and_divergent_chains() {
+    let env = Env::new();
+    env.import_sample();
+    env.ok(&[
+        "exec",
+        "base",
+        "--commit",
+        "--tag",
+        "s1",
+        "--",
+        "echo more >> hello.txt",
+    ]);
+    env.ok(&[
+        "exec",
+        "s1",
+        "--commit",
+        "--tag",
+        "s2",
+        "--",
+        "cat hello.txt; git init -q . && git add -A && git commit -qm one",
+    ]);
+    // A deterministic chain replays identically: exit 0.
+    let report = env.json(&["replay", "s2"]);
+    assert_eq!(report["identical"], Value::Bool(true), "{report}");
+    assert_eq!(report["steps"].as_array().map(Vec::len), Some(2));
+    // A step printing $RANDOM diverges at exactly that step: exit 1.
+    env.ok(&[
+        "exec",
+        "s2",
+        "--commit",
+        "--tag",
+        "s3",
+        "--",
+        "echo $RANDOM",
+    ]);
+    env.ok(&["exec", "s3", "--commit", "--tag", "s4", "--", "echo steady"]);
+    let report = env.json_with(1, &["replay", "s4"]);
+    assert_eq!(report["identical"], Value::Bool(false));
+    let divergent: Vec<u64> = report["steps"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|s| !s["divergences"].as_array().unwrap().is_empty())
+        .map(|s| s["step"].as_u64().unwrap())
+        .collect();
+    assert_eq!(divergent, [3]);
+    assert_eq!(report["steps"][2]["divergences"][0]["part"], "stdout");
+    // Text mode names the step and the stream; --strict stops there.
+    let out = env.run(&["replay", "s4", "--strict"]);
+    assert_eq!(out.status.code(), Some(1));
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        text.contains("first at step 3")
+            && text.contains("stdout differs")
+            && text.contains("--strict"),
+        "{text}"
+    );
+    assert!(!text.contains("step   4"), "{text}");
+    // --explain lists the (short) exclusion list.
+    let explain = env.json(&["replay", "--explain"]);
+    assert_eq!(
+        explain["excluded_from_digests"],
+        serde_json::json!([".git/index"])
+    );
+}
