@@ -183,6 +183,7 @@ fn uncontrolled_sources_diverge_at_exactly_their_step() {
     for (noisy, part) in [
         ("echo $RANDOM", "stdout"),
         ("date +%s%N", "stdout"),
+        ("python3 -c 'import time; print(time.time())'", "stdout"),
         ("head -c8 /dev/urandom > noise.bin", "filesystem"),
     ] {
         let steps = [
