@@ -303,3 +303,44 @@ fn a_private_store_directory_still_works() {
         "# sample\n"
     );
 }
+
+#[test]
+fn the_async_adapter_runs_sandboxes_from_tokio() {
+    let t = arbor_tests::runtime(helper());
+    let src = t.scratch("src");
+    arbor_tests::sample_workspace(&src);
+    let snap = t.runtime.import(&src, None).unwrap();
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .unwrap();
+    let outputs = rt.block_on(async {
+        let mut handles = Vec::new();
+        for i in 0..3 {
+            let snap = snap.clone();
+            handles.push(tokio::spawn(async move {
+                let sb = arbor_runtime::asynchronous::AsyncSandbox::open(snap)
+                    .await
+                    .unwrap();
+                sb.exec(format!("echo {i} > f; cat f"), ExecOptions::default())
+                    .await
+                    .unwrap();
+                let s = sb.snapshot().await.unwrap();
+                (i, s)
+            }));
+        }
+        let mut out = Vec::new();
+        for h in handles {
+            out.push(h.await.unwrap());
+        }
+        out
+    });
+    for (i, snap) in outputs {
+        let mut sb = snap.open().unwrap();
+        assert_eq!(
+            sb.exec("cat f", &opts()).unwrap().stdout_text(),
+            format!("{i}\n")
+        );
+    }
+}
