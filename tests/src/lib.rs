@@ -119,3 +119,23 @@ pub fn sample_workspace(dir: &Path) {
     .expect("write");
     std::os::unix::fs::symlink("src/main.py", dir.join("main-link")).expect("symlink");
 }
+
+/// Run the crash-test binary (`arbor-test-crasher HOME HELPER SOURCE`) to
+/// completion, with `ARBOR_FAILPOINT` set when `failpoint` is given.
+/// `$ARBOR_TEST_CRASHER` and `$ARBOR_TEST_HELPER` override the defaults.
+pub fn run_crasher(
+    crasher: &Path,
+    helper: &Path,
+    home: &Path,
+    src: &Path,
+    failpoint: Option<&str>,
+) -> std::process::Output {
+    let crasher =
+        std::env::var_os("ARBOR_TEST_CRASHER").map_or_else(|| crasher.to_owned(), PathBuf::from);
+    let mut cmd = std::process::Command::new(crasher);
+    cmd.arg(home).arg(&helper_command(helper).program).arg(src);
+    if let Some(point) = failpoint {
+        cmd.env("ARBOR_FAILPOINT", point);
+    }
+    cmd.output().expect("run arbor-test-crasher")
+}

@@ -30,12 +30,7 @@ fn every_failpoint_leaves_a_clean_store() {
     assert!(points.len() >= 15, "{points:?}");
     // Positive control: without a failpoint the protocol completes and is clean.
     let control = dir.path().join("control");
-    let out = Command::new(crasher_path())
-        .arg(&control)
-        .arg(helper_path())
-        .arg(&src)
-        .output()
-        .unwrap();
+    let out = arbor_tests::run_crasher(Path::new(CRASHER), Path::new(HELPER), &control, &src, None);
     assert!(
         out.status.success(),
         "{}",
@@ -53,13 +48,13 @@ fn every_failpoint_leaves_a_clean_store() {
         } else {
             control.clone()
         };
-        let out = Command::new(crasher_path())
-            .arg(&home)
-            .arg(helper_path())
-            .arg(&src)
-            .env("ARBOR_FAILPOINT", point)
-            .output()
-            .unwrap();
+        let out = arbor_tests::run_crasher(
+            Path::new(CRASHER),
+            Path::new(HELPER),
+            &home,
+            &src,
+            Some(point),
+        );
         if out.status.code() == Some(86) {
             hit += 1;
         }

@@ -254,15 +254,8 @@ fn replays_snapshots_persisted_by_an_earlier_process() {
     let src = dir.path().join("src");
     arbor_tests::sample_workspace(&src);
     let home = dir.path().join("home");
-    let crasher = std::env::var("ARBOR_TEST_CRASHER")
-        .unwrap_or_else(|_| env!("CARGO_BIN_EXE_arbor-test-crasher").to_owned());
-    let helper = std::env::var("ARBOR_TEST_HELPER").unwrap_or_else(|_| HELPER.to_owned());
-    let out = std::process::Command::new(crasher)
-        .arg(&home)
-        .arg(helper)
-        .arg(&src)
-        .output()
-        .unwrap();
+    let crasher = Path::new(env!("CARGO_BIN_EXE_arbor-test-crasher"));
+    let out = arbor_tests::run_crasher(crasher, Path::new(HELPER), &home, &src, None);
     assert!(
         out.status.success(),
         "{}",

@@ -291,6 +291,19 @@ impl Default for CgroupLimits {
     }
 }
 
+/// This process's cgroup (relative path) in the v1 hierarchy of
+/// `controller`, from the text of `/proc/self/cgroup`.
+fn own_cgroup(proc_self_cgroup: &str, controller: &str) -> Option<String> {
+    proc_self_cgroup.lines().find_map(|l| {
+        let mut parts = l.splitn(3, ':');
+        let (_, ctrls, path) = (parts.next()?, parts.next()?, parts.next()?);
+        ctrls
+            .split(',')
+            .any(|c| c == controller)
+            .then(|| path.trim_start_matches('/').to_owned())
+    })
+}
+
 /// Remove empty per-sandbox cgroups left by runtimes that were killed
 /// (`arbor-<runtime pid>-<helper pid>` whose runtime is gone). Best effort.
 fn remove_stale_cgroups() {
@@ -299,14 +312,7 @@ fn remove_stale_cgroups() {
     for controller in ["pids", "memory"] {
         let base = Path::new("/sys/fs/cgroup").join(controller);
         parents.push(base.clone());
-        if let Some(rel) = own.lines().find_map(|l| {
-            let mut parts = l.splitn(3, ':');
-            let (_, ctrls, path) = (parts.next()?, parts.next()?, parts.next()?);
-            ctrls
-                .split(',')
-                .any(|c| c == controller)
-                .then(|| path.trim_start_matches('/').to_owned())
-        }) {
+        if let Some(rel) = own_cgroup(&own, controller) {
             parents.push(base.join(rel));
         }
     }
@@ -367,18 +373,7 @@ fn join_cgroups(pid: u32, limits: &CgroupLimits) -> Vec<PathBuf> {
         if !base.join("tasks").exists() {
             continue;
         }
-        let rel = own
-            .lines()
-            .filter_map(|l| {
-                let mut parts = l.splitn(3, ':');
-                let (_, ctrls, path) = (parts.next()?, parts.next()?, parts.next()?);
-                ctrls
-                    .split(',')
-                    .any(|c| c == controller)
-                    .then(|| path.trim_start_matches('/').to_owned())
-            })
-            .next()
-            .unwrap_or_default();
+        let rel = own_cgroup(&own, controller).unwrap_or_default();
         let dir = base.join(rel).join(&name);
         if fs::create_dir(&dir).is_err() {
             continue;
