@@ -76,7 +76,11 @@ run arbor exec fork-1 --commit --tag fork-1-tested -- python3 -m unittest -v
 heading "6. The chain of actions behind that snapshot"
 run arbor log fork-1-tested
 
-heading "7. Collect garbage (output blobs of uncommitted runs), then verify the whole store"
+heading "7. Replay that chain from its root in fresh forks and compare every observation"
+note "unittest prints its own duration, so that step may be reported divergent: replay names it"
+run arbor replay fork-1-tested || true
+
+heading "8. Collect garbage (what no tag reaches), then verify the whole store"
 run arbor gc
 run arbor fsck
 
