@@ -37,12 +37,7 @@ impl Fixture {
 }
 
 fn exec_true(c: &mut Criterion) {
-    let timing = GroupTiming::DEFAULT;
-    let mut group = c.benchmark_group("exec");
-    group
-        .sample_size(timing.sample_size)
-        .warm_up_time(timing.warm_up)
-        .measurement_time(timing.measurement);
+    let mut group = GroupTiming::DEFAULT.group(c, "exec");
     let mut fixture: Option<Fixture> = None;
     let options = ExecOptions::default();
     group.bench_function("sandbox_true", |b| {

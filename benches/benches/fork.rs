@@ -128,21 +128,21 @@ fn time_n_forks(snapshot: &Snapshot, n: usize) -> Duration {
     elapsed
 }
 
-/// Group settings. Flat sampling (the same iteration count in every sample)
-/// keeps the slow cases (`cp -a` of 50 MB, 64 forks) within the time budget.
-fn configure(group: &mut criterion::BenchmarkGroup<'_, criterion::measurement::WallTime>) {
-    let timing = GroupTiming::DEFAULT;
+/// A group with the default settings and flat sampling (the same iteration
+/// count in every sample), which keeps the slow cases (`cp -a` of 50 MB,
+/// 64 forks) within the time budget.
+fn flat_group<'a>(
+    c: &'a mut Criterion,
+    name: &str,
+) -> criterion::BenchmarkGroup<'a, criterion::measurement::WallTime> {
+    let mut group = GroupTiming::DEFAULT.group(c, name);
+    group.sampling_mode(SamplingMode::Flat);
     group
-        .sample_size(timing.sample_size)
-        .warm_up_time(timing.warm_up)
-        .measurement_time(timing.measurement)
-        .sampling_mode(SamplingMode::Flat);
 }
 
 fn fork_latency(c: &mut Criterion) {
     let workloads = Workloads::current();
-    let mut group = c.benchmark_group("fork");
-    configure(&mut group);
+    let mut group = flat_group(c, "fork");
     for spec in [workloads.small, workloads.medium] {
         // Set up lazily: nothing is generated when the filter skips both cases.
         let fixture: Mutex<Option<Fixture>> = Mutex::new(None);
@@ -170,8 +170,7 @@ fn fork_latency(c: &mut Criterion) {
 
 fn fork_throughput(c: &mut Criterion) {
     let workloads = Workloads::current();
-    let mut group = c.benchmark_group("fork_throughput");
-    configure(&mut group);
+    let mut group = flat_group(c, "fork_throughput");
     let mut fixture: Option<Fixture> = None;
     for n in [1usize, 8, 64] {
         group.throughput(Throughput::Elements(n as u64));

@@ -65,19 +65,18 @@ fn record(base: &Snapshot) -> (Snapshot, Duration) {
 }
 
 fn replay_chain(c: &mut Criterion) {
-    let timing = GroupTiming::DEFAULT;
     let env = BenchEnv::open(Path::new(HELPER)).expect("open a bench runtime");
     let (base, _src) = env
         .import_workload(&Workloads::current().small)
         .expect("generate and import the workload");
     let (recorded, _) = record(&base);
     let steps = u64::try_from(STEPS.len()).unwrap_or(u64::MAX);
-    let mut group = c.benchmark_group("replay");
-    group
-        .sample_size(10)
-        .warm_up_time(timing.warm_up)
-        .measurement_time(timing.measurement)
-        .throughput(Throughput::Elements(steps));
+    let mut group = GroupTiming {
+        sample_size: 10,
+        ..GroupTiming::DEFAULT
+    }
+    .group(c, "replay");
+    group.throughput(Throughput::Elements(steps));
     group.bench_function("record_20_steps", |b| {
         b.iter_custom(|iters| (0..iters).map(|_| record(&base).1).sum());
     });

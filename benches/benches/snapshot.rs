@@ -86,12 +86,7 @@ impl Fixture {
 
 fn snapshot_after_small_change(c: &mut Criterion) {
     let workloads = Workloads::current();
-    let timing = GroupTiming::DEFAULT;
-    let mut group = c.benchmark_group("snapshot");
-    group
-        .sample_size(timing.sample_size)
-        .warm_up_time(timing.warm_up)
-        .measurement_time(timing.measurement);
+    let mut group = GroupTiming::DEFAULT.group(c, "snapshot");
     for spec in [workloads.small, workloads.large] {
         // Set up lazily: nothing is generated for a case the filter skips.
         let mut fixture: Option<Fixture> = None;

@@ -53,6 +53,20 @@ impl GroupTiming {
         warm_up: Duration::from_secs(1),
         measurement: Duration::from_secs(6),
     };
+
+    /// A benchmark group named `name` with these settings.
+    pub fn group<'a>(
+        self,
+        c: &'a mut criterion::Criterion,
+        name: &str,
+    ) -> criterion::BenchmarkGroup<'a, criterion::measurement::WallTime> {
+        let mut group = c.benchmark_group(name);
+        group
+            .sample_size(self.sample_size)
+            .warm_up_time(self.warm_up)
+            .measurement_time(self.measurement);
+        group
+    }
 }
 
 /// A tiny xorshift64 pseudo-random generator: deterministic for a seed,

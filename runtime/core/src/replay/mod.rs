@@ -20,6 +20,7 @@ use std::time::Instant;
 
 use serde::Serialize;
 
+use crate::layer::MergedView;
 use crate::runtime::{Result, RuntimeError};
 use crate::sandbox::Sandbox;
 use crate::snapshot::Snapshot;
@@ -365,31 +366,34 @@ pub fn line_diff(recorded: &[u8], replayed: &[u8]) -> Vec<String> {
     out
 }
 
-/// Paths whose entries differ between two delta trees, with what differs.
+/// Paths whose entries differ between two delta trees, with what differs:
+/// first the recorded paths (changed or only recorded), then those only in
+/// the replay, each group in path order.
 pub fn tree_diff(recorded: &Tree, replayed: &Tree) -> Vec<String> {
-    use std::collections::BTreeMap;
-    let a: BTreeMap<&str, &TreeEntry> = recorded
-        .entries
+    let view = |t: &Tree| MergedView {
+        entries: t
+            .entries
+            .iter()
+            .map(|e| (e.path.clone(), e.clone()))
+            .collect(),
+    };
+    let (a, b) = (view(recorded), view(replayed));
+    let d = crate::layer::diff(&a, &b);
+    let mut out: Vec<(&String, String)> = d
+        .deleted
         .iter()
-        .map(|e| (e.path.as_str(), e))
+        .map(|p| (p, format!("{p}: only in the recorded run")))
+        .chain(d.modified.iter().map(|p| {
+            (
+                p,
+                format!("{p}: {}", what_differs(&a.entries[p], &b.entries[p])),
+            )
+        }))
         .collect();
-    let b: BTreeMap<&str, &TreeEntry> = replayed
-        .entries
-        .iter()
-        .map(|e| (e.path.as_str(), e))
-        .collect();
-    let mut out = Vec::new();
-    for (path, x) in &a {
-        match b.get(path) {
-            None => out.push(format!("{path}: only in the recorded run")),
-            Some(y) if x != y => out.push(format!("{path}: {}", what_differs(x, y))),
-            Some(_) => {}
-        }
-    }
-    for path in b.keys().filter(|p| !a.contains_key(*p)) {
-        out.push(format!("{path}: only in the replay"));
-    }
-    out
+    out.sort();
+    let mut lines: Vec<String> = out.into_iter().map(|(_, line)| line).collect();
+    lines.extend(d.added.iter().map(|p| format!("{p}: only in the replay")));
+    lines
 }
 
 fn what_differs(a: &TreeEntry, b: &TreeEntry) -> &'static str {

@@ -491,6 +491,15 @@ impl Sandbox {
         Ok(())
     }
 
+    /// The digest of the last recorded action, as a one-element list.
+    fn last_digest(&self) -> Vec<ObservationDigest> {
+        self.pending
+            .last()
+            .map(|(_, d)| d.clone())
+            .into_iter()
+            .collect()
+    }
+
     /// Apply a recorded action (replay and re-execution use this).
     pub fn apply(&mut self, action: &Action) -> Result<Vec<ObservationDigest>> {
         match action {
@@ -517,21 +526,11 @@ impl Sandbox {
                     None => self.runtime.store().get_blob(content)?,
                 };
                 self.write_file(path, &data, *mode)?;
-                Ok(self
-                    .pending
-                    .last()
-                    .map(|(_, d)| d.clone())
-                    .into_iter()
-                    .collect())
+                Ok(self.last_digest())
             }
             Action::DeleteFile { path } => {
                 self.delete_file(path)?;
-                Ok(self
-                    .pending
-                    .last()
-                    .map(|(_, d)| d.clone())
-                    .into_iter()
-                    .collect())
+                Ok(self.last_digest())
             }
             Action::Sequence { actions } => {
                 let mut out = Vec::new();
