@@ -171,9 +171,7 @@ fn exec(
     let mut sandbox = base.open()?;
     let obs = sandbox.exec(
         &command,
-        &ExecOptions {
-            timeout_ms: timeout_ms(timeout_s),
-        },
+        &ExecOptions::with_timeout_ms(timeout_ms(timeout_s)),
     )?;
     let committed = if commit {
         let new = sandbox.snapshot()?;

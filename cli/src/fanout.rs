@@ -73,9 +73,7 @@ pub fn fanout(
     if let Some(last) = tag_of(commands.len().saturating_sub(1)) {
         check_tag_name(ctx.store(), &last)?;
     }
-    let options = ExecOptions {
-        timeout_ms: timeout_ms(timeout_s),
-    };
+    let options = ExecOptions::with_timeout_ms(timeout_ms(timeout_s));
     let bar = progress_bar(ctx.json, commands.len());
     let results = run_pool(&base, commands, &options, commit, &bar);
     bar.finish_and_clear();

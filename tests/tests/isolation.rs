@@ -19,7 +19,7 @@ fn sandbox(t: &arbor_tests::TestRuntime) -> arbor_runtime::Sandbox {
 }
 
 fn run(sb: &mut arbor_runtime::Sandbox, cmd: &str) -> arbor_runtime::Observation {
-    sb.exec(cmd, &ExecOptions { timeout_ms: 30_000 }).unwrap()
+    sb.exec(cmd, &ExecOptions::with_timeout_ms(30_000)).unwrap()
 }
 
 #[test]
@@ -175,7 +175,7 @@ fn fork_bomb_is_contained() {
     let obs = sb
         .exec(
             "bomb() { bomb | bomb & }; bomb; sleep 3; echo survived",
-            &ExecOptions { timeout_ms: 20_000 },
+            &ExecOptions::with_timeout_ms(20_000),
         )
         .unwrap();
     assert!(started.elapsed().as_secs() < 60);

@@ -137,7 +137,7 @@ fn timeout_kills_the_whole_tree() {
     let ok = sb
         .exec(
             "sleep 0.1 & wait; echo done",
-            &ExecOptions { timeout_ms: 10_000 },
+            &ExecOptions::with_timeout_ms(10_000),
         )
         .unwrap();
     assert_eq!(ok.stdout_text(), "done\n");
@@ -145,7 +145,7 @@ fn timeout_kills_the_whole_tree() {
     let obs = sb
         .exec(
             "(sleep 4321.5 &) ; sleep 4321.25 & sleep 4321.75",
-            &ExecOptions { timeout_ms: 500 },
+            &ExecOptions::with_timeout_ms(500),
         )
         .unwrap();
     assert_eq!(obs.exit, ExitStatus::Timeout);
@@ -196,7 +196,7 @@ fn disk_filling_action_is_stopped_and_the_store_keeps_working() {
     let obs = sb
         .exec(
             "while true; do head -c 1048576 /dev/zero >> big; done",
-            &ExecOptions { timeout_ms: 30_000 },
+            &ExecOptions::with_timeout_ms(30_000),
         )
         .unwrap();
     assert_eq!(obs.exit, ExitStatus::DiskLimit);

@@ -279,7 +279,29 @@ impl Helper {
         })
     }
 
+    /// Run one action with its read-only mounts in place, then take them down.
     fn exec(&mut self, req: &ExecRequest) -> Result<ExecResult, String> {
+        let root = self.cfg()?.root_dir.clone();
+        let mut mounted: Vec<PathBuf> = Vec::new();
+        let result = (|| {
+            for m in &req.mounts {
+                check_mount_target(&m.target)?;
+                let dst = root.join(&m.target);
+                mkdir(&dst, 0o755)?;
+                sys::bind_read_only(&self.via_store(&m.source), &dst).map_err(|e| e.to_string())?;
+                mounted.push(dst);
+            }
+            self.exec_action(req)
+        })();
+        for dst in mounted.iter().rev() {
+            if let Err(e) = nix::mount::umount2(dst, MntFlags::MNT_DETACH) {
+                return Err(format!("unmount {}: {e}", dst.display()));
+            }
+        }
+        result
+    }
+
+    fn exec_action(&mut self, req: &ExecRequest) -> Result<ExecResult, String> {
         let policed = self
             .policed
             .clone()
@@ -695,6 +717,27 @@ fn poll_streams(
         if ready[k] {
             streams[i].read_available()?;
         }
+    }
+    Ok(())
+}
+
+/// Top-level names the system view or the sandbox itself owns.
+const RESERVED_TOP: &[&str] = &[
+    "workspace", "proc", "dev", "tmp", "sys", "etc", "usr", "bin", "sbin", "lib", "lib32",
+    "lib64", "libx32", "root", "home", "run", "var",
+];
+
+/// A read-only mount's target: one plain top-level name the sandbox does not own.
+fn check_mount_target(target: &str) -> Result<(), String> {
+    let plain = !target.is_empty()
+        && !target.starts_with('.')
+        && target
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_');
+    if !plain || RESERVED_TOP.contains(&target) {
+        return Err(format!(
+            "read-only mount target {target:?} must be a plain top-level name not used by the sandbox"
+        ));
     }
     Ok(())
 }

@@ -32,7 +32,7 @@ use crate::store::object::{
 };
 use crate::{Backend, Runtime};
 pub use process::{CgroupLimits, HelperCommand};
-use protocol::{ExecRequest, FileOp, FileResult, Request, Response, WorkspaceMount};
+use protocol::{ExecRequest, FileOp, FileResult, MountSpec, Request, Response, WorkspaceMount};
 pub use protocol::{Limits, ListEntry, SystemView};
 
 /// Errors of the sandbox module.
@@ -70,6 +70,9 @@ pub enum SandboxError {
     /// A file operation failed inside the sandbox (missing file, hostile path, ...).
     #[error("{0}")]
     File(String),
+    /// A read-only mount was asked for something that cannot be mounted.
+    #[error("{0}")]
+    Mount(String),
     /// A store operation failed.
     #[error(transparent)]
     Store(#[from] StoreError),
@@ -96,11 +99,62 @@ pub type Result<T, E = SandboxError> = std::result::Result<T, E>;
 pub struct ExecOptions {
     /// Wall-clock limit in milliseconds; the whole process tree is killed when it passes.
     pub timeout_ms: u64,
+    /// Snapshots bound read-only into the sandbox for this action only (the
+    /// verifier's checks at `/verifier`, say). They are never part of the
+    /// sandbox's workspace, its snapshots or its later actions.
+    pub mounts: Vec<ReadOnlyMount>,
 }
 
 impl Default for ExecOptions {
     fn default() -> Self {
-        Self { timeout_ms: 60_000 }
+        Self {
+            timeout_ms: 60_000,
+            mounts: Vec::new(),
+        }
+    }
+}
+
+impl ExecOptions {
+    /// Options with this wall-clock limit and nothing else.
+    pub fn with_timeout_ms(timeout_ms: u64) -> Self {
+        Self {
+            timeout_ms,
+            ..Self::default()
+        }
+    }
+}
+
+/// A single-layer snapshot (such as an imported directory) bound read-only at
+/// a top-level path of the sandbox for one action.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ReadOnlyMount {
+    layer: LayerId,
+    target: String,
+}
+
+impl ReadOnlyMount {
+    /// Mount `snapshot` (which must consist of exactly one layer, as an
+    /// imported directory does) at `/<target>`.
+    ///
+    /// # Errors
+    /// [`SandboxError::Mount`] when the snapshot has no layer or several.
+    pub fn new(snapshot: &crate::Snapshot, target: &str) -> Result<Self> {
+        match snapshot.manifest().layers.as_slice() {
+            [layer] => Ok(Self {
+                layer: *layer,
+                target: target.trim_start_matches('/').to_owned(),
+            }),
+            layers => Err(SandboxError::Mount(format!(
+                "snapshot {} has {} layers; a read-only mount takes exactly one (an imported directory)",
+                snapshot.id().short(),
+                layers.len()
+            ))),
+        }
+    }
+
+    /// The path inside the sandbox, without the leading `/`.
+    pub fn target(&self) -> &str {
+        &self.target
     }
 }
 
@@ -301,6 +355,14 @@ impl Sandbox {
             timeout_ms: opts.timeout_ms,
             limits: self.runtime.options().limits.clone(),
             fixed_env: env::fixed_env(),
+            mounts: opts
+                .mounts
+                .iter()
+                .map(|m| MountSpec {
+                    source: self.runtime.store().layer_dir(&m.layer),
+                    target: m.target.clone(),
+                })
+                .collect(),
         };
         let result = match self
             .helper
@@ -509,9 +571,7 @@ impl Sandbox {
             } => Ok(vec![
                 self.exec(
                     command,
-                    &ExecOptions {
-                        timeout_ms: *timeout_ms,
-                    },
+                    &ExecOptions::with_timeout_ms(*timeout_ms),
                 )?
                 .digest,
             ]),
@@ -543,6 +603,17 @@ impl Sandbox {
                 "an import of {source} cannot be re-applied inside a sandbox"
             ))),
         }
+    }
+
+    /// Forget what actions did to the session (exported variables, unsets,
+    /// the working directory): the next action starts from the fixed
+    /// environment in `/workspace`. Verifiers use it so that nothing the
+    /// agent exported (`PATH`, `BASH_ENV`, ...) reaches the checks.
+    pub fn reset_session(&mut self) {
+        self.session = SessionState {
+            cwd: "/workspace".to_owned(),
+            ..SessionState::default()
+        };
     }
 
     /// The current session state.

@@ -208,6 +208,19 @@ pub struct ExecRequest {
     pub limits: Limits,
     /// Names of fixed-environment variables, so the helper can report unsets.
     pub fixed_env: Vec<(String, String)>,
+    /// Directories bound read-only into the sandbox for this action only.
+    #[serde(default)]
+    pub mounts: Vec<MountSpec>,
+}
+
+/// A host directory (below the store) bound read-only at a top-level path of
+/// the sandbox for one action, then unmounted.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct MountSpec {
+    /// The directory on the host (a layer directory of the store).
+    pub source: PathBuf,
+    /// A top-level name inside the sandbox, e.g. `verifier` for `/verifier`.
+    pub target: String,
 }
 
 /// The result of an action.
