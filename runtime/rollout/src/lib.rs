@@ -1,8 +1,15 @@
 //! `arbor-rollout`: environments, policies, rollout trees and credit.
 //!
-//! Empty until the branched-rollouts issue lands; it exists so the workspace
-//! has its final shape and the dependency direction
-//! `runtime/core ← runtime/rollout ← {envs, trainer} ← cli` is fixed from the start.
+//! - [`env`]: the [`Environment`] trait (implemented by `arbor-envs`), agent
+//!   actions, observations, episodes and the layered [`Verdict`].
 #![deny(missing_docs)]
 
+pub mod credit;
+
+pub mod env;
+
 pub use arbor_runtime as runtime;
+pub use env::{
+    AgentAction, EnvError, EnvLimits, EnvObservation, Environment, Episode, EpisodeStep,
+    StepResult, Verdict,
+};

@@ -1,0 +1,1391 @@
+//! Step-level credit from a finished rollout tree: Q̂, V̂, advantages, confidence
+//! intervals, potential-based shaping and the GRPO baseline.
+//!
+//! This module is pure arithmetic: it reads a [`CreditTree`] (a rollout tree reduced to
+//! counts, rewards and potentials) and returns a [`Credit`] with one [`NodeCredit`] per
+//! node and one [`EdgeCredit`] per edge. It does no I/O and knows nothing about
+//! snapshots, environments or policies. `reference/credit-methods.md` lists the published
+//! methods these estimators come from.
+//!
+//! # Definitions
+//!
+//! Let an edge `e = (s, a)` go from node `s` to child `s'`, carry the step reward `r_e`
+//! and the count `n_e ≥ 1`. A count `n` stands for `n` identical sibling actions that were
+//! merged into one edge, so everything below that edge is weighted `n` times. `γ` is
+//! [`CreditConfig::gamma`].
+//!
+//! * **Return of a leaf measured from `s`.** For a leaf `ℓ` reached from `s` by the edges
+//!   `e_0, …, e_{T−1}` (`T ≥ 0` steps),
+//!   `G_s(ℓ) = Σ_{t<T} γ^t·r_{e_t} + γ^T·R_ℓ`, where `R_ℓ` is the leaf's
+//!   [`CreditNode::terminal_reward`]. With `γ = 1` and zero step rewards this is just `R_ℓ`.
+//! * **Leaf weight.** `L(ℓ) = 1` for a leaf; `L(s) = Σ_e n_e·L(s'_e)` otherwise. A leaf's
+//!   weight under `s` is the product of the counts on its path, and `L(s)` is the
+//!   count-weighted number of leaves ([`NodeCredit::leaves`]). An edge's weight is
+//!   `L(e) = n_e·L(s')` ([`EdgeCredit::leaves`]).
+//! * **Leaf mean.** `M(s) = Σ_ℓ w_s(ℓ)·G_s(ℓ) / L(s)`, the count-weighted mean return of the
+//!   leaves under `s` ([`NodeCredit::leaf_mean`]); `M(ℓ) = R_ℓ` at a leaf.
+//! * **Q̂(s, a)** is the count-weighted mean return, measured from `s`, of the leaves under
+//!   the edge: `Q̂(e) = r_e + γ·M(s'_e)` ([`EdgeCredit::q`]).
+//! * **V̂(s)** is the **count-weighted branch mean** of the edges of `s`:
+//!   `V̂(s) = Σ_e n_e·Q̂(e) / Σ_e n_e` ([`NodeCredit::v`]), and `V̂(ℓ) = R_ℓ` at a leaf.
+//!   Each edge weighs as many siblings as it stands for, whatever the size of its subtree,
+//!   which is the right baseline when the siblings were sampled on-policy from `s`.
+//!
+//!   It differs from the leaf mean `M(s) = Σ_e n_e·L(s'_e)·Q̂(e) / Σ_e n_e·L(s'_e)`, which
+//!   weighs each edge by its number of leaves. The two agree whenever every edge of `s`
+//!   has the same leaf weight `L(s'_e)` (for instance when all children are leaves, or the
+//!   tree is uniformly branched below `s`), and in general only then (or when all the
+//!   `Q̂(e)` happen to be equal).
+//! * **Advantage** `A(s, a) = Q̂(s, a) − V̂(s)` ([`EdgeCredit::advantage`]). Because `V̂` is the
+//!   count-weighted branch mean, `Σ_e n_e·A(e) = 0` at every node with edges (up to
+//!   floating-point rounding).
+//! * **Leave-one-out.** Let `K = Σ_e n_e` be the number of siblings at `s`, merged copies
+//!   counted. For `K ≥ 2`,
+//!   `loo(e) = Q̂(e) − (Σ_j n_j·Q̂(j) − Q̂(e)) / (K − 1)`: the other siblings' mean, where the
+//!   edge itself still contributes `n_e − 1` copies. This equals `K/(K−1)·A(e)`. When
+//!   `K = 1` there is no other sibling and `loo` is `None` ([`EdgeCredit::loo`]).
+//! * **Step advantage** `r_e + γ·V̂(s') − V̂(s)` ([`EdgeCredit::step_advantage`]), the
+//!   VinePPO/SPO-style temporal difference along a path. Since `Q̂(e) = r_e + γ·M(s')`, it
+//!   equals `A(e) + γ·(V̂(s') − M(s'))`: the same as `A(e)` when `s'` is a leaf or its
+//!   edges all have the same leaf weight, different otherwise.
+//! * **Interval.** [`EdgeCredit::interval`] is the Wilson score interval (with
+//!   `z = `[`CreditConfig::wilson_z`]) for `Q̂(e)` read as a success rate `p̂` over `L(e)`
+//!   trials. It is meant for rewards in `[0, 1]`; `p̂` is `Q̂(e)` clamped to `[0, 1]`, so
+//!   with other rewards it is only a rough guide. [`NodeCredit::p_var`] is `p̂(1−p̂)` with
+//!   `p̂ = V̂(s)` clamped to `[0, 1]`: the classic "where to branch next" priority.
+//! * **Shaping.** With [`CreditConfig::shaping`],
+//!   `r'_e = r_e + γ·Φ(s') − Φ(s)` ([`EdgeCredit::shaped_reward`], Ng et al. 1999), where `Φ`
+//!   is [`CreditNode::potential`]; without it `r'_e = r_e`. The shaped reward is reported
+//!   beside the other estimates and does not enter `Q̂`, `V̂` or the advantages. Along a path
+//!   `s_0 → … → s_T` it telescopes:
+//!   `Σ_t γ^t·r'_t = Σ_t γ^t·r_t + γ^T·Φ(s_T) − Φ(s_0)` (with `γ = 1`,
+//!   `Σ r' = Σ r + Φ(end) − Φ(start)`), so inserting redundant steps cannot add return.
+//!   [`shaped_return`] computes that sum for one path.
+//! * **GRPO** ([`grpo_advantages`]), for comparison: `A_i = (R_i − mean) / (std + ε)` with the
+//!   population standard deviation, or `R_i − mean` without scaling (Dr.GRPO).
+//!
+//! # Well-formed trees
+//!
+//! Node 0 is the root and has no parent. Every other node is the child of exactly one
+//! edge, and its [`CreditNode::parent`] names that edge's source. A node is either a leaf
+//! (a `terminal_reward` and no edges) or a branch point (edges and no `terminal_reward`).
+//! Counts are at least 1; rewards and potentials are finite. [`estimate`] checks all of
+//! this and reports the first violation as a [`CreditError`] naming the node.
+
+use serde::{Deserialize, Serialize};
+
+/// A rollout tree reduced to what credit needs. Node 0 is the root.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct CreditTree {
+    /// The nodes, indexed by position; node 0 is the root. Edges and parents refer to
+    /// nodes by index into this vector.
+    pub nodes: Vec<CreditNode>,
+}
+
+/// One state of a rollout tree.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct CreditNode {
+    /// Index of the parent node; `None` only for the root (node 0).
+    pub parent: Option<usize>,
+    /// Outgoing edges, one per distinct action taken from this state. Empty exactly when
+    /// the node is a leaf.
+    pub edges: Vec<CreditEdge>,
+    /// `Some(R)` on a leaf (a finished, verified episode); `None` on a branch point.
+    pub terminal_reward: Option<f64>,
+    /// `Φ(s)` for potential-based shaping (0 when unused).
+    pub potential: f64,
+}
+
+/// One action from a state to a child state.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct CreditEdge {
+    /// Index of the child node.
+    pub child: usize,
+    /// `n`: how many identical sibling actions were merged into this edge (at least 1).
+    pub count: u32,
+    /// `r_t`, the reward received on this step (usually 0; the leaf carries `R`).
+    pub step_reward: f64,
+}
+
+/// Parameters of [`estimate`].
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct CreditConfig {
+    /// Discount factor `γ`, in `[0, 1]`.
+    pub gamma: f64,
+    /// `z` of the Wilson score interval (1.96 for 95%); finite and non-negative.
+    pub wilson_z: f64,
+    /// Whether [`EdgeCredit::shaped_reward`] adds `γ·Φ(s') − Φ(s)` to the step reward.
+    pub shaping: bool,
+}
+
+impl Default for CreditConfig {
+    /// `γ = 1`, `z = 1.96`, no shaping.
+    fn default() -> Self {
+        Self {
+            gamma: 1.0,
+            wilson_z: 1.96,
+            shaping: false,
+        }
+    }
+}
+
+/// Credit for one edge `(s, a)`; see the module docs for the exact definitions.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct EdgeCredit {
+    /// `Q̂(s, a)`: count-weighted mean return, measured from `s`, of the leaves under the edge.
+    pub q: f64,
+    /// `V̂(s)` of the edge's source node (the count-weighted branch mean).
+    pub v: f64,
+    /// `A(s, a) = Q̂(s, a) − V̂(s)`.
+    pub advantage: f64,
+    /// Leave-one-out advantage against the other siblings; `None` when the source node has
+    /// only one sibling in all (a single edge of count 1).
+    pub loo: Option<f64>,
+    /// `r + γ·V̂(s') − V̂(s)`.
+    pub step_advantage: f64,
+    /// `r + γ·Φ(s') − Φ(s)` when shaping is on, else `r`.
+    pub shaped_reward: f64,
+    /// The edge's count `n`.
+    pub n: u32,
+    /// Count-weighted number of leaves under the edge: `n · leaves(s')`.
+    pub leaves: u32,
+    /// Wilson score interval for `Q̂` (clamped to `[0, 1]`) as a success rate over `leaves`.
+    pub interval: (f64, f64),
+}
+
+/// Credit for one node `s`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct NodeCredit {
+    /// `V̂(s)`: the count-weighted branch mean `Σ nₐ·Q̂(s,a) / Σ nₐ`, or `R` at a leaf.
+    pub v: f64,
+    /// Count-weighted mean return of all leaves under `s`, measured from `s`, or `R` at a
+    /// leaf. Equals `v` when every edge of `s` has the same leaf weight.
+    pub leaf_mean: f64,
+    /// Count-weighted number of leaves under `s` (1 for a leaf).
+    pub leaves: u32,
+    /// `p̂(1−p̂)` with `p̂ = V̂(s)` clamped to `[0, 1]`.
+    pub p_var: f64,
+}
+
+/// The result of [`estimate`]: credit for every node and edge of a [`CreditTree`].
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Credit {
+    /// `nodes[i]` is the credit of `tree.nodes[i]`.
+    pub nodes: Vec<NodeCredit>,
+    /// `edges[i][j]` is the credit of `tree.nodes[i].edges[j]`.
+    pub edges: Vec<Vec<EdgeCredit>>,
+}
+
+/// Why a [`CreditTree`] or [`CreditConfig`] was rejected by [`estimate`].
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum CreditError {
+    /// The tree has no nodes at all.
+    #[error("credit tree has no nodes (node 0, the root, is missing)")]
+    EmptyTree,
+    /// `gamma` is not a finite number in `[0, 1]`.
+    #[error("gamma must be a finite number in [0, 1], got {gamma}")]
+    InvalidGamma {
+        /// The rejected value.
+        gamma: f64,
+    },
+    /// `wilson_z` is negative or not finite.
+    #[error("wilson_z must be finite and non-negative, got {z}")]
+    InvalidWilsonZ {
+        /// The rejected value.
+        z: f64,
+    },
+    /// A node's parent index is outside the tree.
+    #[error("node {node}: parent {parent} is out of range (the tree has {len} nodes)")]
+    ParentOutOfRange {
+        /// The node whose parent pointer is bad.
+        node: usize,
+        /// The recorded parent index.
+        parent: usize,
+        /// Number of nodes in the tree.
+        len: usize,
+    },
+    /// An edge points to a child index outside the tree.
+    #[error("node {node}: edge {edge} points to child {child}, but the tree has {len} nodes")]
+    ChildOutOfRange {
+        /// The edge's source node.
+        node: usize,
+        /// Position of the edge in the node's edge list.
+        edge: usize,
+        /// The bad child index.
+        child: usize,
+        /// Number of nodes in the tree.
+        len: usize,
+    },
+    /// An edge has count 0.
+    #[error("node {node}: edge {edge} has count 0 (a count must be at least 1)")]
+    ZeroCount {
+        /// The edge's source node.
+        node: usize,
+        /// Position of the edge in the node's edge list.
+        edge: usize,
+    },
+    /// A terminal reward is NaN or infinite.
+    #[error("node {node}: terminal reward {value} is not finite")]
+    NonFiniteReward {
+        /// The leaf.
+        node: usize,
+        /// The rejected value.
+        value: f64,
+    },
+    /// A step reward is NaN or infinite.
+    #[error("node {node}: step reward {value} of edge {edge} is not finite")]
+    NonFiniteStepReward {
+        /// The edge's source node.
+        node: usize,
+        /// Position of the edge in the node's edge list.
+        edge: usize,
+        /// The rejected value.
+        value: f64,
+    },
+    /// A potential is NaN or infinite.
+    #[error("node {node}: potential {value} is not finite")]
+    NonFinitePotential {
+        /// The node.
+        node: usize,
+        /// The rejected value.
+        value: f64,
+    },
+    /// A node has both a terminal reward and outgoing edges.
+    #[error("node {node} has a terminal reward and {edges} outgoing edge(s); a leaf has no edges")]
+    LeafWithEdges {
+        /// The node.
+        node: usize,
+        /// Its number of edges.
+        edges: usize,
+    },
+    /// A node has neither edges nor a terminal reward: a branch that never finished.
+    #[error("node {node} has neither edges nor a terminal reward (an unfinished branch)")]
+    UnfinishedBranch {
+        /// The node.
+        node: usize,
+    },
+    /// Following edges from a node leads back to it.
+    #[error("the tree has a cycle through node {node}")]
+    Cycle {
+        /// A node on the cycle.
+        node: usize,
+    },
+    /// A node is the child of more than one edge.
+    #[error("node {node} is the child of more than one edge (from node {first} and node {second})")]
+    MultipleParents {
+        /// The node.
+        node: usize,
+        /// Source of the first edge found.
+        first: usize,
+        /// Source of the second edge found.
+        second: usize,
+    },
+    /// The root is the child of an edge.
+    #[error("node 0 (the root) is the child of node {parent}; the root must have no incoming edge")]
+    RootIsChild {
+        /// Source of the edge into the root.
+        parent: usize,
+    },
+    /// A node's parent pointer disagrees with the edges.
+    #[error(
+        "node {node}: parent pointer says {}, but the edges say {}",
+        describe_parent(*.recorded),
+        describe_parent(*.actual)
+    )]
+    ParentMismatch {
+        /// The node.
+        node: usize,
+        /// Its [`CreditNode::parent`].
+        recorded: Option<usize>,
+        /// The source of the edge into it, if any.
+        actual: Option<usize>,
+    },
+    /// A non-root node has no parent and no edge leads to it.
+    #[error("node {node} is unreachable: it has no parent and no edge leads to it")]
+    Unreachable {
+        /// The node.
+        node: usize,
+    },
+    /// The count-weighted number of leaves under a node does not fit in a `u32`.
+    #[error("node {node}: the count-weighted number of leaves overflows u32")]
+    LeafCountOverflow {
+        /// The node.
+        node: usize,
+    },
+}
+
+/// Formats an optional parent for [`CreditError::ParentMismatch`].
+fn describe_parent(parent: Option<usize>) -> String {
+    match parent {
+        Some(p) => format!("node {p}"),
+        None => "no parent".to_owned(),
+    }
+}
+
+/// Computes Q̂, V̂, advantages, leave-one-out advantages, step advantages, shaped rewards and
+/// Wilson intervals for every node and edge of `tree` (definitions in the module docs).
+///
+/// # Errors
+///
+/// Returns a [`CreditError`] naming the offending node when the tree is malformed (empty,
+/// an index out of range, a cycle, a node with both or neither of edges and terminal
+/// reward, count 0, a non-finite reward or potential, parent pointers that disagree with
+/// the edges, an unreachable node, a leaf count overflowing `u32`) or when `cfg` has a
+/// `gamma` outside `[0, 1]` or a negative or non-finite `wilson_z`.
+pub fn estimate(tree: &CreditTree, cfg: &CreditConfig) -> Result<Credit, CreditError> {
+    validate(tree, cfg)?;
+    let len = tree.nodes.len();
+    let gamma = cfg.gamma;
+
+    // Children before parents: the reverse of a preorder from the root. Validation
+    // guarantees every node is reached exactly once.
+    let order = preorder(tree);
+    let mut leaves = vec![0_u32; len];
+    let mut leaf_mean = vec![0.0_f64; len];
+    let mut value = vec![0.0_f64; len];
+    let mut q = vec![Vec::new(); len];
+    for &s in order.iter().rev() {
+        let node = &tree.nodes[s];
+        if let Some(reward) = node.terminal_reward {
+            leaves[s] = 1;
+            leaf_mean[s] = reward;
+            value[s] = reward;
+            continue;
+        }
+        let mut count_sum = 0.0_f64;
+        let mut count_q = 0.0_f64;
+        let mut weight_q = 0.0_f64;
+        let mut total_leaves = 0_u32;
+        let mut edge_q = Vec::with_capacity(node.edges.len());
+        for edge in &node.edges {
+            let qe = edge.step_reward + gamma * leaf_mean[edge.child];
+            let edge_leaves = edge
+                .count
+                .checked_mul(leaves[edge.child])
+                .ok_or(CreditError::LeafCountOverflow { node: s })?;
+            total_leaves = total_leaves
+                .checked_add(edge_leaves)
+                .ok_or(CreditError::LeafCountOverflow { node: s })?;
+            count_sum += f64::from(edge.count);
+            count_q += f64::from(edge.count) * qe;
+            weight_q += f64::from(edge_leaves) * qe;
+            edge_q.push(qe);
+        }
+        leaves[s] = total_leaves;
+        value[s] = count_q / count_sum;
+        leaf_mean[s] = weight_q / f64::from(total_leaves);
+        q[s] = edge_q;
+    }
+
+    let nodes = (0..len)
+        .map(|s| {
+            let p = value[s].clamp(0.0, 1.0);
+            NodeCredit {
+                v: value[s],
+                leaf_mean: leaf_mean[s],
+                leaves: leaves[s],
+                p_var: p * (1.0 - p),
+            }
+        })
+        .collect();
+
+    let edges = tree
+        .nodes
+        .iter()
+        .enumerate()
+        .map(|(s, node)| {
+            let v = value[s];
+            let siblings: u64 = node.edges.iter().map(|e| u64::from(e.count)).sum();
+            let count_q: f64 = node
+                .edges
+                .iter()
+                .zip(&q[s])
+                .map(|(e, &qe)| f64::from(e.count) * qe)
+                .sum();
+            node.edges
+                .iter()
+                .zip(&q[s])
+                .map(|(edge, &qe)| {
+                    let child = edge.child;
+                    // Validation bounds every edge's leaves by its source's total.
+                    let edge_leaves = edge.count * leaves[child];
+                    let loo = (siblings >= 2).then(|| qe - (count_q - qe) / (siblings - 1) as f64);
+                    let shaped = if cfg.shaping {
+                        shaped_reward(
+                            edge.step_reward,
+                            node.potential,
+                            tree.nodes[child].potential,
+                            gamma,
+                        )
+                    } else {
+                        edge.step_reward
+                    };
+                    let trials = f64::from(edge_leaves);
+                    EdgeCredit {
+                        q: qe,
+                        v,
+                        advantage: qe - v,
+                        loo,
+                        step_advantage: edge.step_reward + gamma * value[child] - v,
+                        shaped_reward: shaped,
+                        n: edge.count,
+                        leaves: edge_leaves,
+                        interval: wilson_interval(
+                            qe.clamp(0.0, 1.0) * trials,
+                            trials,
+                            cfg.wilson_z,
+                        ),
+                    }
+                })
+                .collect()
+        })
+        .collect();
+
+    Ok(Credit { nodes, edges })
+}
+
+/// Checks every well-formedness rule listed in the module docs.
+fn validate(tree: &CreditTree, cfg: &CreditConfig) -> Result<(), CreditError> {
+    if !(cfg.gamma.is_finite() && (0.0..=1.0).contains(&cfg.gamma)) {
+        return Err(CreditError::InvalidGamma { gamma: cfg.gamma });
+    }
+    if !(cfg.wilson_z.is_finite() && cfg.wilson_z >= 0.0) {
+        return Err(CreditError::InvalidWilsonZ { z: cfg.wilson_z });
+    }
+    let len = tree.nodes.len();
+    if len == 0 {
+        return Err(CreditError::EmptyTree);
+    }
+
+    // Local checks, node by node.
+    for (s, node) in tree.nodes.iter().enumerate() {
+        if let Some(parent) = node.parent
+            && parent >= len
+        {
+            return Err(CreditError::ParentOutOfRange {
+                node: s,
+                parent,
+                len,
+            });
+        }
+        if !node.potential.is_finite() {
+            return Err(CreditError::NonFinitePotential {
+                node: s,
+                value: node.potential,
+            });
+        }
+        match node.terminal_reward {
+            Some(value) if !value.is_finite() => {
+                return Err(CreditError::NonFiniteReward { node: s, value });
+            }
+            Some(_) if !node.edges.is_empty() => {
+                return Err(CreditError::LeafWithEdges {
+                    node: s,
+                    edges: node.edges.len(),
+                });
+            }
+            None if node.edges.is_empty() => {
+                return Err(CreditError::UnfinishedBranch { node: s });
+            }
+            _ => {}
+        }
+        for (i, edge) in node.edges.iter().enumerate() {
+            if edge.child >= len {
+                return Err(CreditError::ChildOutOfRange {
+                    node: s,
+                    edge: i,
+                    child: edge.child,
+                    len,
+                });
+            }
+            if edge.count == 0 {
+                return Err(CreditError::ZeroCount { node: s, edge: i });
+            }
+            if !edge.step_reward.is_finite() {
+                return Err(CreditError::NonFiniteStepReward {
+                    node: s,
+                    edge: i,
+                    value: edge.step_reward,
+                });
+            }
+        }
+    }
+
+    // Cycles, anywhere in the graph (also among nodes unreachable from the root): an
+    // iterative three-colour depth-first search over the edges.
+    const WHITE: u8 = 0;
+    const GREY: u8 = 1;
+    const BLACK: u8 = 2;
+    let mut colour = vec![WHITE; len];
+    let mut stack: Vec<(usize, usize)> = Vec::new();
+    for start in 0..len {
+        if colour[start] != WHITE {
+            continue;
+        }
+        colour[start] = GREY;
+        stack.push((start, 0));
+        while let Some(&(s, next)) = stack.last() {
+            if let Some(edge) = tree.nodes[s].edges.get(next) {
+                if let Some(top) = stack.last_mut() {
+                    top.1 += 1;
+                }
+                match colour[edge.child] {
+                    WHITE => {
+                        colour[edge.child] = GREY;
+                        stack.push((edge.child, 0));
+                    }
+                    GREY => return Err(CreditError::Cycle { node: edge.child }),
+                    _ => {}
+                }
+            } else {
+                colour[s] = BLACK;
+                stack.pop();
+            }
+        }
+    }
+
+    // Exactly one incoming edge per non-root node, none into the root, and parent pointers
+    // that agree. Without cycles this also makes every node reachable from the root.
+    let mut incoming: Vec<Option<usize>> = vec![None; len];
+    for (s, node) in tree.nodes.iter().enumerate() {
+        for edge in &node.edges {
+            if let Some(first) = incoming[edge.child] {
+                return Err(CreditError::MultipleParents {
+                    node: edge.child,
+                    first,
+                    second: s,
+                });
+            }
+            incoming[edge.child] = Some(s);
+        }
+    }
+    if let Some(parent) = incoming[0] {
+        return Err(CreditError::RootIsChild { parent });
+    }
+    for (s, node) in tree.nodes.iter().enumerate() {
+        let actual = incoming[s];
+        if s != 0 && actual.is_none() && node.parent.is_none() {
+            return Err(CreditError::Unreachable { node: s });
+        }
+        if node.parent != actual {
+            return Err(CreditError::ParentMismatch {
+                node: s,
+                recorded: node.parent,
+                actual,
+            });
+        }
+    }
+    Ok(())
+}
+
+/// Nodes of a validated tree in preorder from the root (every parent before its children).
+fn preorder(tree: &CreditTree) -> Vec<usize> {
+    let mut order = Vec::with_capacity(tree.nodes.len());
+    let mut stack = vec![0_usize];
+    while let Some(s) = stack.pop() {
+        order.push(s);
+        stack.extend(tree.nodes[s].edges.iter().rev().map(|e| e.child));
+    }
+    order
+}
+
+/// GRPO episode-level advantages for one group of rewards:
+/// `A_i = (R_i − mean) / (std + eps)` with the population standard deviation when
+/// `scale_by_std`, else `A_i = R_i − mean` (Dr.GRPO).
+///
+/// An empty group gives an empty vector; a group whose rewards are all equal gives zeros
+/// (rather than amplified rounding noise). `eps` is expected to be non-negative; with
+/// `eps = 0` the advantages of a non-constant group have population standard deviation 1.
+/// A non-finite reward makes every advantage NaN.
+pub fn grpo_advantages(rewards: &[f64], eps: f64, scale_by_std: bool) -> Vec<f64> {
+    let Some(&first) = rewards.first() else {
+        return Vec::new();
+    };
+    if rewards.iter().all(|&r| r == first) {
+        return vec![0.0; rewards.len()];
+    }
+    let n = rewards.len() as f64;
+    // Two-pass mean: the correction removes most of the rounding error of the first pass.
+    let rough = rewards.iter().sum::<f64>() / n;
+    let mean = rough + rewards.iter().map(|&r| r - rough).sum::<f64>() / n;
+    let centred = rewards.iter().map(|&r| r - mean);
+    if !scale_by_std {
+        return centred.collect();
+    }
+    let std = (rewards.iter().map(|&r| (r - mean).powi(2)).sum::<f64>() / n).sqrt();
+    centred.map(|d| d / (std + eps)).collect()
+}
+
+/// Wilson score interval for a success rate `p̂ = successes / n` at normal quantile `z`:
+/// `(p̂ + z²/2n ± z·√(p̂(1−p̂)/n + z²/4n²)) / (1 + z²/n)`.
+///
+/// `p̂` is clamped to `[0, 1]` first, and the result is clamped so that it always lies in
+/// `[0, 1]` and contains `p̂` despite rounding. `n` need not be an integer (count-weighted
+/// leaves). When `n` is not a positive finite number, or `successes` or `z` is not finite,
+/// nothing is known and the result is `(0, 1)`. A negative `z` is treated as `|z|`.
+pub fn wilson_interval(successes: f64, n: f64, z: f64) -> (f64, f64) {
+    if !n.is_finite() || n <= 0.0 || !successes.is_finite() || !z.is_finite() {
+        return (0.0, 1.0);
+    }
+    let p = (successes / n).clamp(0.0, 1.0);
+    let z2 = z * z;
+    let denom = 1.0 + z2 / n;
+    let centre = (p + z2 / (2.0 * n)) / denom;
+    let half = z.abs() / denom * (p * (1.0 - p) / n + z2 / (4.0 * n * n)).sqrt();
+    let lo = (centre - half).clamp(0.0, p);
+    let hi = (centre + half).clamp(p, 1.0);
+    (lo, hi)
+}
+
+/// The potential-based shaped reward of one step: `r + γ·Φ(s') − Φ(s)`.
+pub fn shaped_reward(reward: f64, potential: f64, next_potential: f64, gamma: f64) -> f64 {
+    reward + gamma * next_potential - potential
+}
+
+/// Discounted shaped return of one path `s_0 → … → s_T`: `Σ_t γ^t·r'_t` with
+/// `r'_t = r_t + γ·Φ(s_{t+1}) − Φ(s_t)`. With `γ = 1` this is `Σ r'_t`.
+///
+/// `path_potentials` holds `Φ(s_0), …, Φ(s_T)` and `rewards` holds `r_0, …, r_{T−1}`. The
+/// sum telescopes to `Σ_t γ^t·r_t + γ^T·Φ(s_T) − Φ(s_0)`.
+///
+/// # Panics
+///
+/// When `path_potentials.len() != rewards.len() + 1`.
+pub fn shaped_return(path_potentials: &[f64], rewards: &[f64], gamma: f64) -> f64 {
+    assert_eq!(
+        path_potentials.len(),
+        rewards.len() + 1,
+        "a path of {} steps needs {} potentials, got {}",
+        rewards.len(),
+        rewards.len() + 1,
+        path_potentials.len()
+    );
+    let mut discount = 1.0;
+    let mut total = 0.0;
+    for (t, &r) in rewards.iter().enumerate() {
+        total += discount * shaped_reward(r, path_potentials[t], path_potentials[t + 1], gamma);
+        discount *= gamma;
+    }
+    total
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    const TOL: f64 = 1e-12;
+
+    fn close(a: f64, b: f64) -> bool {
+        (a - b).abs() <= 1e-9 * (1.0 + a.abs().max(b.abs()))
+    }
+
+    fn assert_close(actual: f64, expected: f64, what: &str) {
+        assert!(
+            (actual - expected).abs() <= TOL,
+            "{what}: got {actual}, expected {expected}"
+        );
+    }
+
+    /// Builds a tree from `(parent, count, step_reward)` per node (ignored for the root),
+    /// terminal rewards for leaves, and potentials. Node order is the caller's.
+    struct Builder {
+        nodes: Vec<CreditNode>,
+    }
+
+    impl Builder {
+        fn new(n: usize) -> Self {
+            Self {
+                nodes: (0..n)
+                    .map(|_| CreditNode {
+                        parent: None,
+                        edges: Vec::new(),
+                        terminal_reward: None,
+                        potential: 0.0,
+                    })
+                    .collect(),
+            }
+        }
+        fn edge(mut self, from: usize, to: usize, count: u32, step_reward: f64) -> Self {
+            self.nodes[from].edges.push(CreditEdge {
+                child: to,
+                count,
+                step_reward,
+            });
+            self.nodes[to].parent = Some(from);
+            self
+        }
+        fn leaf(mut self, node: usize, reward: f64) -> Self {
+            self.nodes[node].terminal_reward = Some(reward);
+            self
+        }
+        fn potential(mut self, node: usize, phi: f64) -> Self {
+            self.nodes[node].potential = phi;
+            self
+        }
+        fn build(self) -> CreditTree {
+            CreditTree { nodes: self.nodes }
+        }
+    }
+
+    fn cfg(gamma: f64, shaping: bool) -> CreditConfig {
+        CreditConfig {
+            gamma,
+            wilson_z: 1.96,
+            shaping,
+        }
+    }
+
+    // Root with two edges, one merged from two identical siblings.
+    #[test]
+    fn root_with_a_merged_edge() {
+        let tree = Builder::new(3)
+            .edge(0, 1, 2, 0.0)
+            .edge(0, 2, 1, 0.0)
+            .leaf(1, 1.0)
+            .leaf(2, 0.0)
+            .build();
+        let credit = estimate(&tree, &CreditConfig::default()).unwrap();
+        let root = &credit.nodes[0];
+        assert_close(root.v, 2.0 / 3.0, "V(root)");
+        assert_close(root.leaf_mean, 2.0 / 3.0, "M(root)");
+        assert_eq!(root.leaves, 3);
+        assert_close(root.p_var, 2.0 / 9.0, "p_var(root)");
+        let [a, b] = credit.edges[0].as_slice() else {
+            panic!("root should have two edges");
+        };
+        assert_close(a.q, 1.0, "Q(a)");
+        assert_close(b.q, 0.0, "Q(b)");
+        assert_close(a.advantage, 1.0 / 3.0, "A(a)");
+        assert_close(b.advantage, -2.0 / 3.0, "A(b)");
+        // K = 3: a's others are one copy of a (Q 1) and b (Q 0); b's others are two a's.
+        assert_close(a.loo.unwrap(), 1.0 - 0.5, "loo(a)");
+        assert_close(b.loo.unwrap(), 0.0 - 1.0, "loo(b)");
+        assert_close(a.step_advantage, 1.0 / 3.0, "step(a)");
+        assert_eq!((a.n, a.leaves, b.n, b.leaves), (2, 2, 1, 1));
+        // Wilson with p̂ = 1, n = 2, z = 1.96: (1/(1 + z²/2), 1).
+        let z2 = 1.96_f64 * 1.96;
+        assert_close(a.interval.0, 1.0 / (1.0 + z2 / 2.0), "interval(a).lo");
+        assert_close(a.interval.1, 1.0, "interval(a).hi");
+        assert_close(b.interval.0, 0.0, "interval(b).lo");
+        assert_close(b.interval.1, z2 / (1.0 + z2), "interval(b).hi");
+        assert_eq!(credit.nodes[1].leaves, 1);
+        assert_close(credit.nodes[1].v, 1.0, "V(leaf)");
+        assert!(credit.edges[1].is_empty() && credit.edges[2].is_empty());
+    }
+
+    // Depth 3, unbalanced: branch mean and leaf mean differ.
+    //   0 ─1→ 1 ─1→ 3 ─1→ 5 (R 1), ─1→ 6 (R 0), ─1→ 7 (R 0)
+    //              ─2→ 4 (R 1)
+    //     ─1→ 2 (R 0)
+    #[test]
+    fn depth_three_unbalanced() {
+        let tree = Builder::new(8)
+            .edge(0, 1, 1, 0.0)
+            .edge(0, 2, 1, 0.0)
+            .edge(1, 3, 1, 0.0)
+            .edge(1, 4, 2, 0.0)
+            .edge(3, 5, 1, 0.0)
+            .edge(3, 6, 1, 0.0)
+            .edge(3, 7, 1, 0.0)
+            .leaf(2, 0.0)
+            .leaf(4, 1.0)
+            .leaf(5, 1.0)
+            .leaf(6, 0.0)
+            .leaf(7, 0.0)
+            .build();
+        let c = estimate(&tree, &CreditConfig::default()).unwrap();
+        let expect_nodes = [
+            (0, 3.0 / 10.0, 1.0 / 2.0, 6),
+            (1, 7.0 / 9.0, 3.0 / 5.0, 5),
+            (3, 1.0 / 3.0, 1.0 / 3.0, 3),
+        ];
+        for (s, v, m, leaves) in expect_nodes {
+            assert_close(c.nodes[s].v, v, &format!("V({s})"));
+            assert_close(c.nodes[s].leaf_mean, m, &format!("M({s})"));
+            assert_eq!(c.nodes[s].leaves, leaves, "leaves({s})");
+        }
+        assert_close(c.nodes[0].p_var, 0.21, "p_var(0)");
+        // (node, edge, Q, A, loo, step advantage, leaves)
+        let expect_edges = [
+            (
+                0,
+                0,
+                3.0 / 5.0,
+                3.0 / 10.0,
+                3.0 / 5.0,
+                7.0 / 9.0 - 3.0 / 10.0,
+                5,
+            ),
+            (0, 1, 0.0, -3.0 / 10.0, -3.0 / 5.0, -3.0 / 10.0, 1),
+            (1, 0, 1.0 / 3.0, -4.0 / 9.0, -2.0 / 3.0, -4.0 / 9.0, 3),
+            (1, 1, 1.0, 2.0 / 9.0, 1.0 / 3.0, 2.0 / 9.0, 2),
+            (3, 0, 1.0, 2.0 / 3.0, 1.0, 2.0 / 3.0, 1),
+            (3, 1, 0.0, -1.0 / 3.0, -1.0 / 2.0, -1.0 / 3.0, 1),
+            (3, 2, 0.0, -1.0 / 3.0, -1.0 / 2.0, -1.0 / 3.0, 1),
+        ];
+        for (s, i, q, a, loo, step, leaves) in expect_edges {
+            let e = &c.edges[s][i];
+            assert_close(e.q, q, &format!("Q({s},{i})"));
+            assert_close(e.v, c.nodes[s].v, &format!("v({s},{i})"));
+            assert_close(e.advantage, a, &format!("A({s},{i})"));
+            assert_close(e.loo.unwrap(), loo, &format!("loo({s},{i})"));
+            assert_close(e.step_advantage, step, &format!("step({s},{i})"));
+            assert_eq!(e.leaves, leaves, "leaves({s},{i})");
+        }
+        // 0→1 leads to an unbalanced node: the step advantage is not A.
+        assert!((c.edges[0][0].step_advantage - c.edges[0][0].advantage).abs() > 0.1);
+    }
+
+    // Step rewards, γ = 0.9, and shaping.
+    //   0 ─(r .5)→ 1 ─(r .2)→ 3 (R 1)
+    //                ─(r 0)→  4 (R 0)
+    //     ─(r 0)→  2 (R 1)
+    #[test]
+    fn step_rewards_with_discount_and_shaping() {
+        let tree = Builder::new(5)
+            .edge(0, 1, 1, 0.5)
+            .edge(0, 2, 1, 0.0)
+            .edge(1, 3, 1, 0.2)
+            .edge(1, 4, 1, 0.0)
+            .leaf(2, 1.0)
+            .leaf(3, 1.0)
+            .leaf(4, 0.0)
+            .potential(0, 0.1)
+            .potential(1, 0.4)
+            .potential(3, 1.0)
+            .potential(4, 0.3)
+            .build();
+        let c = estimate(&tree, &cfg(0.9, true)).unwrap();
+        // Q(1→3) = .2 + .9·1, Q(1→4) = 0; V(1) = .55.
+        assert_close(c.edges[1][0].q, 1.1, "Q(1,0)");
+        assert_close(c.edges[1][1].q, 0.0, "Q(1,1)");
+        assert_close(c.nodes[1].v, 0.55, "V(1)");
+        // Returns from the root: leaf 3: .5 + .9·.2 + .81·1 = 1.49; leaf 4: .5; mean .995.
+        assert_close(c.edges[0][0].q, 0.995, "Q(0,0)");
+        assert_close(c.edges[0][1].q, 0.9, "Q(0,1)");
+        assert_close(c.nodes[0].v, 0.9475, "V(0)");
+        assert_close(c.edges[0][0].advantage, 0.0475, "A(0,0)");
+        assert_close(c.edges[0][1].advantage, -0.0475, "A(0,1)");
+        assert_close(
+            c.edges[0][0].step_advantage,
+            0.5 + 0.9 * 0.55 - 0.9475,
+            "step(0,0)",
+        );
+        assert_close(c.edges[1][0].step_advantage, 0.2 + 0.9 - 0.55, "step(1,0)");
+        assert_close(c.edges[0][1].step_advantage, 0.9 - 0.9475, "step(0,1)");
+        // Shaped rewards r + .9·Φ(s') − Φ(s).
+        assert_close(c.edges[0][0].shaped_reward, 0.5 + 0.36 - 0.1, "r'(0,0)");
+        assert_close(c.edges[0][1].shaped_reward, -0.1, "r'(0,1)");
+        assert_close(c.edges[1][0].shaped_reward, 0.2 + 0.9 - 0.4, "r'(1,0)");
+        assert_close(c.edges[1][1].shaped_reward, 0.27 - 0.4, "r'(1,1)");
+        // Q above 1 is clamped to p̂ = 1 for the interval.
+        assert_close(c.edges[1][0].interval.1, 1.0, "interval(1,0).hi");
+        // Without shaping the shaped reward is the step reward, and nothing else changes.
+        let plain = estimate(&tree, &cfg(0.9, false)).unwrap();
+        assert_close(plain.edges[0][0].shaped_reward, 0.5, "r'(0,0) unshaped");
+        assert_close(plain.edges[1][1].shaped_reward, 0.0, "r'(1,1) unshaped");
+        assert_eq!(plain.nodes, c.nodes);
+        // shaped_return along 0 → 1 → 3.
+        let along = shaped_return(&[0.1, 0.4, 1.0], &[0.5, 0.2], 0.9);
+        assert_close(along, 0.76 + 0.9 * 0.7, "shaped_return");
+        assert_close(along, 0.5 + 0.9 * 0.2 + 0.81 * 1.0 - 0.1, "telescoped");
+    }
+
+    #[test]
+    fn single_leaf_tree() {
+        let tree = Builder::new(1).leaf(0, 0.25).build();
+        let c = estimate(&tree, &CreditConfig::default()).unwrap();
+        assert_eq!(c.nodes.len(), 1);
+        assert_close(c.nodes[0].v, 0.25, "V");
+        assert_close(c.nodes[0].p_var, 0.1875, "p_var");
+        assert_eq!(c.nodes[0].leaves, 1);
+        assert_eq!(c.edges, vec![Vec::<EdgeCredit>::new()]);
+    }
+
+    #[test]
+    fn only_child_has_no_leave_one_out() {
+        let tree = Builder::new(3)
+            .edge(0, 1, 1, 0.0)
+            .edge(1, 2, 3, 0.0)
+            .leaf(2, 1.0)
+            .build();
+        let c = estimate(&tree, &CreditConfig::default()).unwrap();
+        assert_eq!(c.edges[0][0].loo, None);
+        // Count 3 means three identical siblings: leave-one-out exists and is 0.
+        assert_eq!(c.edges[1][0].loo, Some(0.0));
+        assert_eq!(c.nodes[0].leaves, 3);
+    }
+
+    #[test]
+    fn grpo_hand_computed() {
+        let a = grpo_advantages(&[1.0, 0.0, 0.0, 1.0], 0.0, true);
+        assert_eq!(a, vec![1.0, -1.0, -1.0, 1.0]);
+        let b = grpo_advantages(&[1.0, 0.0, 0.0, 1.0], 0.0, false);
+        assert_eq!(b, vec![0.5, -0.5, -0.5, 0.5]);
+        let c = grpo_advantages(&[1.0, 0.0, 0.0, 1.0], 0.5, true);
+        assert_eq!(c, vec![0.5, -0.5, -0.5, 0.5]);
+        assert!(grpo_advantages(&[], 1e-6, true).is_empty());
+        assert_eq!(grpo_advantages(&[0.1; 3], 0.0, true), vec![0.0; 3]);
+        assert_eq!(grpo_advantages(&[0.7], 1e-6, true), vec![0.0]);
+        assert!(grpo_advantages(&[1.0, f64::NAN], 0.0, true)[0].is_nan());
+    }
+
+    #[test]
+    fn wilson_edge_cases() {
+        assert_eq!(wilson_interval(0.0, 0.0, 1.96), (0.0, 1.0));
+        assert_eq!(wilson_interval(1.0, f64::NAN, 1.96), (0.0, 1.0));
+        assert_eq!(wilson_interval(3.0, 10.0, 0.0), (0.3, 0.3));
+        // 5 of 10 at z = 1.96: centre .5, half-width 1.96·√(.025 + .0096)/1.38416.
+        let (lo, hi) = wilson_interval(5.0, 10.0, 1.96);
+        let half = 1.96 * (0.025_f64 + 1.96 * 1.96 / 400.0).sqrt() / (1.0 + 1.96 * 1.96 / 10.0);
+        assert_close(lo, 0.5 - half, "lo");
+        assert_close(hi, 0.5 + half, "hi");
+        assert!((lo - 0.2366).abs() < 1e-4 && (hi - 0.7634).abs() < 1e-4);
+    }
+
+    #[test]
+    #[should_panic(expected = "needs 3 potentials")]
+    fn shaped_return_checks_lengths() {
+        shaped_return(&[0.0, 1.0], &[1.0, 1.0], 1.0);
+    }
+
+    fn two_leaves() -> CreditTree {
+        Builder::new(3)
+            .edge(0, 1, 1, 0.0)
+            .edge(0, 2, 1, 0.0)
+            .leaf(1, 1.0)
+            .leaf(2, 0.0)
+            .build()
+    }
+
+    fn expect_error(tree: &CreditTree, expected: &CreditError, names: &str) {
+        let err = estimate(tree, &CreditConfig::default()).unwrap_err();
+        assert_eq!(&err, expected);
+        let message = err.to_string();
+        assert!(message.contains(names), "{message:?} should name {names:?}");
+    }
+
+    #[test]
+    fn malformed_trees_name_the_node() {
+        let mut t = two_leaves();
+        t.nodes[0].edges[1].child = 7;
+        let e = CreditError::ChildOutOfRange {
+            node: 0,
+            edge: 1,
+            child: 7,
+            len: 3,
+        };
+        expect_error(&t, &e, "child 7");
+
+        let mut t = two_leaves();
+        t.nodes[0].edges[1].count = 0;
+        expect_error(&t, &CreditError::ZeroCount { node: 0, edge: 1 }, "node 0");
+
+        let mut t = two_leaves();
+        t.nodes[2].terminal_reward = None;
+        expect_error(&t, &CreditError::UnfinishedBranch { node: 2 }, "node 2");
+
+        let mut t = two_leaves();
+        t.nodes[0].terminal_reward = Some(1.0);
+        expect_error(
+            &t,
+            &CreditError::LeafWithEdges { node: 0, edges: 2 },
+            "node 0",
+        );
+
+        let mut t = two_leaves();
+        t.nodes[1].terminal_reward = Some(f64::NAN);
+        let err = estimate(&t, &CreditConfig::default()).unwrap_err();
+        assert!(matches!(err, CreditError::NonFiniteReward { node: 1, .. }));
+        assert!(err.to_string().contains("node 1"));
+
+        let mut t = two_leaves();
+        t.nodes[0].edges[0].step_reward = f64::INFINITY;
+        let e = CreditError::NonFiniteStepReward {
+            node: 0,
+            edge: 0,
+            value: f64::INFINITY,
+        };
+        expect_error(&t, &e, "node 0");
+
+        let mut t = two_leaves();
+        t.nodes[2].potential = f64::NEG_INFINITY;
+        let e = CreditError::NonFinitePotential {
+            node: 2,
+            value: f64::NEG_INFINITY,
+        };
+        expect_error(&t, &e, "node 2");
+
+        let mut t = two_leaves();
+        t.nodes[2].parent = Some(1);
+        let e = CreditError::ParentMismatch {
+            node: 2,
+            recorded: Some(1),
+            actual: Some(0),
+        };
+        expect_error(
+            &t,
+            &e,
+            "node 2: parent pointer says node 1, but the edges say node 0",
+        );
+
+        let mut t = two_leaves();
+        t.nodes[2].parent = Some(9);
+        let e = CreditError::ParentOutOfRange {
+            node: 2,
+            parent: 9,
+            len: 3,
+        };
+        expect_error(&t, &e, "node 2");
+
+        let mut t = two_leaves();
+        t.nodes[0].parent = Some(1);
+        let e = CreditError::ParentMismatch {
+            node: 0,
+            recorded: Some(1),
+            actual: None,
+        };
+        expect_error(
+            &t,
+            &e,
+            "node 0: parent pointer says node 1, but the edges say no parent",
+        );
+
+        // An orphan leaf: no edge leads to it.
+        let mut t = two_leaves();
+        t.nodes.push(CreditNode {
+            parent: None,
+            edges: Vec::new(),
+            terminal_reward: Some(1.0),
+            potential: 0.0,
+        });
+        expect_error(&t, &CreditError::Unreachable { node: 3 }, "node 3");
+
+        // Two edges into one node.
+        let mut t = two_leaves();
+        t.nodes[0].edges[1].child = 1;
+        let e = CreditError::MultipleParents {
+            node: 1,
+            first: 0,
+            second: 0,
+        };
+        expect_error(&t, &e, "node 1");
+
+        expect_error(
+            &CreditTree { nodes: Vec::new() },
+            &CreditError::EmptyTree,
+            "node 0",
+        );
+    }
+
+    #[test]
+    fn cycles_are_reported() {
+        // 0 → 1 → 2 → 1, parent pointers consistent with the edges into 1 and 2.
+        let mut t = Builder::new(4)
+            .edge(0, 1, 1, 0.0)
+            .edge(0, 3, 1, 0.0)
+            .edge(1, 2, 1, 0.0)
+            .leaf(3, 0.0)
+            .build();
+        t.nodes[2].edges.push(CreditEdge {
+            child: 1,
+            count: 1,
+            step_reward: 0.0,
+        });
+        expect_error(&t, &CreditError::Cycle { node: 1 }, "cycle through node 1");
+
+        // A cycle detached from the root: 1 → 2 → 1, each the other's parent.
+        let t = Builder::new(4)
+            .edge(0, 3, 1, 0.0)
+            .edge(1, 2, 1, 0.0)
+            .edge(2, 1, 1, 0.0)
+            .leaf(3, 0.0)
+            .build();
+        let err = estimate(&t, &CreditConfig::default()).unwrap_err();
+        assert!(matches!(err, CreditError::Cycle { node: 1 | 2 }), "{err}");
+
+        // A self-loop.
+        let mut t = two_leaves();
+        t.nodes[0].edges[0].child = 0;
+        t.nodes[1].parent = None;
+        expect_error(&t, &CreditError::Cycle { node: 0 }, "node 0");
+
+        // The root as the child of an orphan (no cycle).
+        let mut t = two_leaves();
+        t.nodes.push(CreditNode {
+            parent: None,
+            edges: vec![CreditEdge {
+                child: 0,
+                count: 1,
+                step_reward: 0.0,
+            }],
+            terminal_reward: None,
+            potential: 0.0,
+        });
+        expect_error(&t, &CreditError::RootIsChild { parent: 3 }, "node 3");
+    }
+
+    #[test]
+    fn bad_config_is_rejected() {
+        let t = two_leaves();
+        for gamma in [-0.1, 1.5, f64::NAN] {
+            let err = estimate(&t, &cfg(gamma, false)).unwrap_err();
+            assert!(matches!(err, CreditError::InvalidGamma { .. }), "{err}");
+        }
+        let bad_z = CreditConfig {
+            wilson_z: -1.0,
+            ..CreditConfig::default()
+        };
+        assert_eq!(
+            estimate(&t, &bad_z).unwrap_err(),
+            CreditError::InvalidWilsonZ { z: -1.0 }
+        );
+    }
+
+    #[test]
+    fn leaf_count_overflow_is_an_error() {
+        // A chain of 3 edges with count 2^11 each: 2^33 leaves.
+        let t = Builder::new(4)
+            .edge(0, 1, 1 << 11, 0.0)
+            .edge(1, 2, 1 << 11, 0.0)
+            .edge(2, 3, 1 << 11, 0.0)
+            .leaf(3, 1.0)
+            .build();
+        expect_error(&t, &CreditError::LeafCountOverflow { node: 0 }, "node 0");
+    }
+
+    #[test]
+    fn deep_chain_does_not_overflow_the_stack() {
+        let depth = 200_000;
+        let mut b = Builder::new(depth + 1);
+        for i in 0..depth {
+            b = b.edge(i, i + 1, 1, 0.0);
+        }
+        let t = b.leaf(depth, 1.0).build();
+        let c = estimate(&t, &cfg(1.0, false)).unwrap();
+        assert_eq!(c.nodes[0].v, 1.0);
+    }
+
+    // ---- property tests ----
+
+    /// A random valid tree: node `i ≥ 1` (in generation order) hangs under a random earlier
+    /// node, then the indices of nodes 1.. are shuffled so that children may precede their
+    /// parents in the vector.
+    fn arb_tree(binary: bool) -> impl Strategy<Value = (CreditTree, f64)> {
+        (1_usize..28)
+            .prop_flat_map(move |n| {
+                (
+                    prop::collection::vec(any::<prop::sample::Index>(), n),
+                    prop::collection::vec(1_u32..=4, n),
+                    prop::collection::vec(any::<bool>(), n),
+                    prop::collection::vec(-1.0_f64..1.0, n),
+                    prop::collection::vec(-5.0_f64..5.0, n),
+                    Just((1..n).collect::<Vec<_>>()).prop_shuffle(),
+                    if binary {
+                        Just(1.0).boxed()
+                    } else {
+                        (0.0_f64..=1.0).boxed()
+                    },
+                )
+            })
+            .prop_map(
+                move |(parents, counts, wins, steps, potentials, perm, gamma)| {
+                    let n = counts.len();
+                    let label = |g: usize| if g == 0 { 0 } else { perm[g - 1] };
+                    let parent_of: Vec<Option<usize>> = (0..n)
+                        .map(|g| (g > 0).then(|| parents[g].index(g)))
+                        .collect();
+                    let mut b = Builder::new(n);
+                    for g in 1..n {
+                        let p = parent_of[g].unwrap_or(0);
+                        let r = if binary { 0.0 } else { steps[g] };
+                        b = b.edge(label(p), label(g), counts[g], r);
+                    }
+                    for g in 0..n {
+                        b = b.potential(label(g), potentials[g]);
+                        if !parent_of.contains(&Some(g)) {
+                            b = b.leaf(label(g), if wins[g] { 1.0 } else { 0.0 });
+                        }
+                    }
+                    (b.build(), gamma)
+                },
+            )
+    }
+
+    /// Brute force: (Σ w·G, Σ w) over the leaves under `s`, returns measured from `s`.
+    fn brute_leaf_sums(tree: &CreditTree, s: usize, gamma: f64) -> (f64, f64) {
+        let node = &tree.nodes[s];
+        if let Some(r) = node.terminal_reward {
+            return (r, 1.0);
+        }
+        let mut sum = 0.0;
+        let mut weight = 0.0;
+        for e in &node.edges {
+            let (cs, cw) = brute_leaf_sums(tree, e.child, gamma);
+            let n = f64::from(e.count);
+            sum += n * (cw * e.step_reward + gamma * cs);
+            weight += n * cw;
+        }
+        (sum, weight)
+    }
+
+    /// Every root-to-leaf path as the list of (source, edge index).
+    fn paths(tree: &CreditTree) -> Vec<Vec<(usize, usize)>> {
+        let mut out = Vec::new();
+        for (leaf, node) in tree.nodes.iter().enumerate() {
+            if node.terminal_reward.is_none() {
+                continue;
+            }
+            let mut path = Vec::new();
+            let mut at = leaf;
+            while let Some(p) = tree.nodes[at].parent {
+                let i = tree.nodes[p]
+                    .edges
+                    .iter()
+                    .position(|e| e.child == at)
+                    .unwrap();
+                path.push((p, i));
+                at = p;
+            }
+            path.reverse();
+            out.push(path);
+        }
+        out
+    }
+
+    proptest! {
+        #[test]
+        fn count_weighted_advantages_sum_to_zero((tree, gamma) in arb_tree(true)) {
+            let c = estimate(&tree, &cfg(gamma, false)).unwrap();
+            for (s, node) in tree.nodes.iter().enumerate() {
+                let (sum, weight) = brute_leaf_sums(&tree, s, gamma);
+                prop_assert!(close(c.nodes[s].leaf_mean, sum / weight));
+                prop_assert_eq!(f64::from(c.nodes[s].leaves), weight);
+                if node.edges.is_empty() {
+                    continue;
+                }
+                let weighted: f64 = node.edges.iter().zip(&c.edges[s])
+                    .map(|(e, ec)| f64::from(e.count) * ec.advantage)
+                    .sum();
+                prop_assert!(weighted.abs() <= 1e-9, "node {}: Σ n·A = {}", s, weighted);
+                let k: u32 = node.edges.iter().map(|e| e.count).sum();
+                for (e, ec) in node.edges.iter().zip(&c.edges[s]) {
+                    // Q̂ is the count-weighted leaf mean under the edge (brute force).
+                    let (cs, cw) = brute_leaf_sums(&tree, e.child, gamma);
+                    prop_assert!(close(ec.q, e.step_reward + gamma * cs / cw));
+                    prop_assert!((0.0..=1.0).contains(&ec.q));
+                    prop_assert_eq!(ec.leaves, e.count * c.nodes[e.child].leaves);
+                    match ec.loo {
+                        None => prop_assert_eq!(k, 1),
+                        Some(loo) => {
+                            let kf = f64::from(k);
+                            prop_assert!(k >= 2);
+                            prop_assert!(close(loo, kf / (kf - 1.0) * ec.advantage));
+                        }
+                    }
+                    let (lo, hi) = ec.interval;
+                    prop_assert!(0.0 <= lo && lo <= ec.q && ec.q <= hi && hi <= 1.0);
+                }
+            }
+        }
+
+        #[test]
+        fn shaping_telescopes_along_every_path((tree, gamma) in arb_tree(false)) {
+            let c = estimate(&tree, &cfg(gamma, true)).unwrap();
+            for path in paths(&tree) {
+                let mut discount = 1.0;
+                let mut shaped = 0.0;
+                let mut plain = 0.0;
+                let mut potentials = vec![tree.nodes[0].potential];
+                let mut rewards = Vec::new();
+                let mut end = 0;
+                for &(s, i) in &path {
+                    let edge = &tree.nodes[s].edges[i];
+                    shaped += discount * c.edges[s][i].shaped_reward;
+                    plain += discount * edge.step_reward;
+                    discount *= gamma;
+                    potentials.push(tree.nodes[edge.child].potential);
+                    rewards.push(edge.step_reward);
+                    end = edge.child;
+                }
+                let expected = plain + discount * tree.nodes[end].potential - tree.nodes[0].potential;
+                prop_assert!(close(shaped, expected), "{} vs {}", shaped, expected);
+                prop_assert!(close(shaped_return(&potentials, &rewards, gamma), expected));
+                let undiscounted = shaped_return(&potentials, &rewards, 1.0);
+                let sum_r: f64 = rewards.iter().sum();
+                let telescoped = sum_r + tree.nodes[end].potential - tree.nodes[0].potential;
+                prop_assert!(close(undiscounted, telescoped));
+            }
+        }
+
+        #[test]
+        fn step_advantage_is_a_td_error((tree, gamma) in arb_tree(false)) {
+            let c = estimate(&tree, &cfg(gamma, false)).unwrap();
+            for (s, node) in tree.nodes.iter().enumerate() {
+                for (e, ec) in node.edges.iter().zip(&c.edges[s]) {
+                    let child = &c.nodes[e.child];
+                    prop_assert!(close(
+                        ec.step_advantage,
+                        e.step_reward + gamma * child.v - c.nodes[s].v
+                    ));
+                    // step advantage = A + γ(V̂(s') − M(s')).
+                    prop_assert!(close(
+                        ec.step_advantage,
+                        ec.advantage + gamma * (child.v - child.leaf_mean)
+                    ));
+                    prop_assert_eq!(ec.shaped_reward, e.step_reward);
+                }
+            }
+        }
+
+        #[test]
+        fn grpo_is_centred_with_unit_std(rewards in prop::collection::vec(-10.0_f64..10.0, 1..50)) {
+            let a = grpo_advantages(&rewards, 0.0, true);
+            prop_assert_eq!(a.len(), rewards.len());
+            let n = a.len() as f64;
+            prop_assert!(a.iter().sum::<f64>().abs() <= 1e-9);
+            let distinct = rewards.iter().any(|&r| r != rewards[0]);
+            let var = a.iter().map(|x| x * x).sum::<f64>() / n;
+            if distinct {
+                prop_assert!((var - 1.0).abs() <= 1e-9, "variance {}", var);
+            } else {
+                prop_assert_eq!(var, 0.0);
+            }
+            // Unscaled: mean-centring is (G−1)/G times the leave-one-out advantage.
+            let centred = grpo_advantages(&rewards, 0.0, false);
+            prop_assert!(centred.iter().sum::<f64>().abs() <= 1e-9);
+            if rewards.len() >= 2 {
+                let total: f64 = rewards.iter().sum();
+                for (r, c) in rewards.iter().zip(&centred) {
+                    let loo = r - (total - r) / (n - 1.0);
+                    prop_assert!(close(*c, (n - 1.0) / n * loo));
+                }
+            }
+        }
+
+        #[test]
+        fn grpo_binary_rewards(wins in prop::collection::vec(any::<bool>(), 1..64)) {
+            let rewards: Vec<f64> = wins.iter().map(|&w| f64::from(u8::from(w))).collect();
+            let a = grpo_advantages(&rewards, 1e-6, true);
+            prop_assert!(a.iter().sum::<f64>().abs() <= 1e-9);
+            for (r, x) in rewards.iter().zip(&a) {
+                // Winners above, losers below (or all zero when the group is uniform).
+                let right_side = if *r == 1.0 { *x >= 0.0 } else { *x <= 0.0 };
+                prop_assert!(right_side, "reward {} got advantage {}", r, x);
+            }
+        }
+
+        #[test]
+        fn wilson_contains_p_hat(n in 1_u32..2000, frac in 0.0_f64..=1.0, z in 0.0_f64..4.0) {
+            let n = f64::from(n);
+            let successes = (frac * n).round();
+            let p = successes / n;
+            let (lo, hi) = wilson_interval(successes, n, z);
+            prop_assert!(0.0 <= lo && lo <= p && p <= hi && hi <= 1.0, "({}, {}) vs {}", lo, hi, p);
+            // More trials at the same rate never widen the interval.
+            let (lo4, hi4) = wilson_interval(4.0 * successes, 4.0 * n, z);
+            prop_assert!(hi4 - lo4 <= hi - lo + 1e-12);
+        }
+    }
+}
