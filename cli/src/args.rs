@@ -157,6 +157,56 @@ pub enum Command {
     /// Re-hashes every object and every file of every sealed layer against
     /// its tree. Garbage (what gc would remove) is only reported.
     Fsck,
+    /// Tasks: list, show, validate, and run actions against one.
+    Task {
+        /// The task folder [default: $ARBOR_TASKS, else the bundled envs/tasks].
+        #[arg(long, global = true, value_name = "DIR")]
+        tasks: Option<PathBuf>,
+        /// What to do.
+        #[command(subcommand)]
+        command: TaskCommand,
+    },
+}
+
+/// `arbor task ...`.
+#[derive(Debug, Subcommand)]
+pub enum TaskCommand {
+    /// List the tasks (id, family, group, difficulty, split).
+    List {
+        /// Only this split: train, heldout-variants or heldout-families.
+        #[arg(long, value_name = "S")]
+        split: Option<String>,
+    },
+    /// Show one task: instructions, limits, paths, candidates, checks.
+    Show {
+        /// The task id.
+        id: String,
+    },
+    /// Validate tasks: gold scores 1, no-op, mutated gold, single candidates
+    /// and every canary score 0, git history is clean.
+    ///
+    /// Each DIR is a task directory (with task.toml) or a suite (with
+    /// manifest.toml, whose splits are checked too). Exits 1 if any task fails.
+    Validate {
+        /// Task or suite directories [default: the task folder].
+        dirs: Vec<PathBuf>,
+        /// Tasks validated at once [default: the number of CPUs].
+        #[arg(long, short = 'j', value_name = "N")]
+        jobs: Option<usize>,
+    },
+    /// Run free-form actions against a task from its root snapshot and print
+    /// each step and the verdict.
+    ///
+    /// FILE holds a JSON array of actions (`{"exec": "ls"}`, `{"write":
+    /// "a.py", "content": "..."}`, `{"delete": "a.py"}`), or TOML with
+    /// `[[action]]` tables of the same fields.
+    Run {
+        /// The task id.
+        id: String,
+        /// The actions file.
+        #[arg(long, value_name = "FILE")]
+        actions: PathBuf,
+    },
 }
 
 /// Parse a positive number of seconds.

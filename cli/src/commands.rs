@@ -79,6 +79,7 @@ pub fn run(ctx: &Ctx, command: Command) -> Result<i32> {
         Command::Rm { snapshot } => rm(ctx, &snapshot),
         Command::Gc => gc(ctx),
         Command::Fsck => fsck(ctx),
+        Command::Task { tasks, command } => crate::task::run(ctx, tasks.as_deref(), command),
     }
 }
 

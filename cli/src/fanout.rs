@@ -6,14 +6,12 @@
 //! nothing but the store. Progress goes to stderr and is hidden with
 //! `--json` or when stderr is not a terminal.
 
-use std::io::IsTerminal as _;
 use std::sync::atomic::{AtomicUsize, Ordering};
-use std::time::Duration;
 
 use anyhow::{Context as _, Result, anyhow};
 use arbor_runtime::store::{ExitStatus, SnapshotId};
 use arbor_runtime::{ExecOptions, Observation, Snapshot};
-use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
+use indicatif::ProgressBar;
 use serde::Serialize;
 
 use crate::commands::{Ctx, check_tag_name, millis, timeout_ms};
@@ -74,7 +72,7 @@ pub fn fanout(
         check_tag_name(ctx.store(), &last)?;
     }
     let options = ExecOptions::with_timeout_ms(timeout_ms(timeout_s));
-    let bar = progress_bar(ctx.json, commands.len());
+    let bar = crate::output::progress_bar(ctx.json, commands.len() as u64, "forks");
     let results = run_pool(&base, commands, &options, commit, &bar);
     bar.finish_and_clear();
 
@@ -183,21 +181,6 @@ fn render(result: &FanoutJson, commit: bool) -> String {
     text.push_str(&table(&headers, &rows));
     text.push_str(&errors);
     text
-}
-
-fn progress_bar(json: bool, len: usize) -> ProgressBar {
-    let bar = ProgressBar::with_draw_target(Some(len as u64), ProgressDrawTarget::stderr());
-    if json || !std::io::stderr().is_terminal() {
-        bar.set_draw_target(ProgressDrawTarget::hidden());
-        return bar;
-    }
-    if let Ok(style) =
-        ProgressStyle::with_template("{spinner} forks [{bar:30}] {pos}/{len} {elapsed} {msg}")
-    {
-        bar.set_style(style.progress_chars("=> "));
-    }
-    bar.enable_steady_tick(Duration::from_millis(100));
-    bar
 }
 
 /// Run every command in its own fork on at most `available_parallelism()`

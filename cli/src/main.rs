@@ -16,6 +16,7 @@ mod error;
 mod fanout;
 mod output;
 mod render;
+mod task;
 
 use anyhow::Result;
 use arbor_runtime::{Runtime, RuntimeOptions};

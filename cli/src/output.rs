@@ -53,3 +53,20 @@ pub fn is_broken_pipe(err: &anyhow::Error) -> bool {
         .filter_map(|c| c.downcast_ref::<std::io::Error>())
         .any(|e| e.kind() == std::io::ErrorKind::BrokenPipe)
 }
+
+/// A progress bar on stderr (hidden with `--json` or when stderr is not a terminal).
+pub fn progress_bar(as_json: bool, len: u64, what: &str) -> indicatif::ProgressBar {
+    use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
+    use std::io::IsTerminal as _;
+    let bar = ProgressBar::with_draw_target(Some(len), ProgressDrawTarget::stderr());
+    if as_json || !std::io::stderr().is_terminal() {
+        bar.set_draw_target(ProgressDrawTarget::hidden());
+        return bar;
+    }
+    let template = format!("{{spinner}} {what} [{{bar:30}}] {{pos}}/{{len}} {{elapsed}} {{msg}}");
+    if let Ok(style) = ProgressStyle::with_template(&template) {
+        bar.set_style(style.progress_chars("=> "));
+    }
+    bar.enable_steady_tick(std::time::Duration::from_millis(100));
+    bar
+}

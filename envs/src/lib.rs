@@ -1,6 +1,23 @@
-//! `arbor-envs`: tasks, verifiers and bundled task suites.
+//! `arbor-envs`: the tasks agents solve inside Arbor sandboxes and the
+//! verifiers that grade them.
 //!
-//! Empty until the environments issue lands.
+//! - [`task`]: the task format (`task.toml`, a workspace, hidden checks);
+//!   `envs/TASKS.md` documents it.
+//! - [`suite`]: a folder of tasks and its split manifest (the bundled suite is
+//!   `envs/tasks`).
+//! - [`verifier`]: [`TaskEnv`], a prepared task implementing
+//!   [`arbor_rollout::Environment`], with the layered verifier.
+//! - [`canary`]: the generic attacks every task must score 0 on.
+//! - [`validate`]: `arbor task validate`.
 #![deny(missing_docs)]
 
+pub mod canary;
+pub mod suite;
+pub mod task;
+pub mod validate;
+pub mod verifier;
+
 pub use arbor_rollout as rollout;
+pub use suite::Suite;
+pub use task::{TaskError, TaskSpec};
+pub use verifier::TaskEnv;

@@ -33,8 +33,8 @@ use nix::sys::wait::{WaitPidFlag, WaitStatus, waitpid};
 use nix::unistd::{ForkResult, Gid, Pid, Uid};
 
 use super::protocol::{
-    ExecRequest, ExecResult, FileOp, FileResult, Limits, ListEntry, Request, Response, Setup,
-    SystemView, WorkspaceMount,
+    ExecRequest, ExecResult, FileOp, FileResult, Limits, ListEntry, MOUNT_POINTS, Request,
+    Response, Setup, SystemView, WorkspaceMount,
 };
 use crate::store::object::{ExitStatus, SessionState};
 use crate::sys;
@@ -226,7 +226,10 @@ impl Helper {
             sys::mount_tmpfs(root, MsFlags::MS_NOSUID, "mode=0755,size=16m")
                 .map_err(|e| e.to_string())?;
             build_system_view(root, &setup.system, &setup.hostname)?;
-            for dir in ["workspace", "tmp", "proc", "dev/shm"] {
+            for dir in ["workspace", "tmp", "proc", "dev/shm"]
+                .into_iter()
+                .chain(MOUNT_POINTS.iter().copied())
+            {
                 mkdir(&root.join(dir), 0o755)?;
             }
             fs::set_permissions(root.join("tmp"), fs::Permissions::from_mode(0o1777))
@@ -287,7 +290,6 @@ impl Helper {
             for m in &req.mounts {
                 check_mount_target(&m.target)?;
                 let dst = root.join(&m.target);
-                mkdir(&dst, 0o755)?;
                 sys::bind_read_only(&self.via_store(&m.source), &dst).map_err(|e| e.to_string())?;
                 mounted.push(dst);
             }
@@ -721,25 +723,17 @@ fn poll_streams(
     Ok(())
 }
 
-/// Top-level names the system view or the sandbox itself owns.
-const RESERVED_TOP: &[&str] = &[
-    "workspace", "proc", "dev", "tmp", "sys", "etc", "usr", "bin", "sbin", "lib", "lib32",
-    "lib64", "libx32", "root", "home", "run", "var",
-];
-
-/// A read-only mount's target: one plain top-level name the sandbox does not own.
+/// A read-only mount's target must be one of the empty, read-only mount
+/// points every sandbox root has.
 fn check_mount_target(target: &str) -> Result<(), String> {
-    let plain = !target.is_empty()
-        && !target.starts_with('.')
-        && target
-            .bytes()
-            .all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_');
-    if !plain || RESERVED_TOP.contains(&target) {
-        return Err(format!(
-            "read-only mount target {target:?} must be a plain top-level name not used by the sandbox"
-        ));
+    if MOUNT_POINTS.contains(&target) {
+        Ok(())
+    } else {
+        Err(format!(
+            "read-only mount target {target:?} is not a mount point of the sandbox (those are: {})",
+            MOUNT_POINTS.join(", ")
+        ))
     }
-    Ok(())
 }
 
 fn mkdir(path: &Path, mode: u32) -> Result<(), String> {

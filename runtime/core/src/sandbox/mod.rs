@@ -569,11 +569,8 @@ impl Sandbox {
                 command,
                 timeout_ms,
             } => Ok(vec![
-                self.exec(
-                    command,
-                    &ExecOptions::with_timeout_ms(*timeout_ms),
-                )?
-                .digest,
+                self.exec(command, &ExecOptions::with_timeout_ms(*timeout_ms))?
+                    .digest,
             ]),
             Action::WriteFile {
                 path,

@@ -213,6 +213,11 @@ pub struct ExecRequest {
     pub mounts: Vec<MountSpec>,
 }
 
+/// Empty directories at the top of every sandbox root where per-action
+/// read-only mounts ([`MountSpec`]) may go. The root itself is read-only, so
+/// they exist from the start (and stay empty for the agent).
+pub const MOUNT_POINTS: &[&str] = &["verifier"];
+
 /// A host directory (below the store) bound read-only at a top-level path of
 /// the sandbox for one action, then unmounted.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]

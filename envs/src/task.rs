@@ -1,0 +1,657 @@
+//! The task format: `task.toml` plus a workspace folder and hidden checks.
+//! `envs/TASKS.md` documents it for task authors.
+
+use std::fmt;
+use std::path::{Path, PathBuf};
+
+use arbor_rollout::{AgentAction, EnvLimits};
+use globset::{GlobSet, GlobSetBuilder};
+use serde::{Deserialize, Serialize};
+use toml::Spanned;
+
+/// Errors loading a task. Every message names the file, and for `task.toml`
+/// the line, column and field.
+#[derive(Debug, thiserror::Error)]
+pub enum TaskError {
+    /// A field of `task.toml` is missing, of the wrong type, or invalid.
+    #[error("{}:{line}:{column}: field `{field}`: {message}", file.display())]
+    Field {
+        /// The `task.toml`.
+        file: PathBuf,
+        /// 1-based line.
+        line: usize,
+        /// 1-based column.
+        column: usize,
+        /// The field, as a dotted path (`limits.max_steps`, `gold[2]`).
+        field: String,
+        /// What is wrong.
+        message: String,
+    },
+    /// A file of the task is missing or unreadable, or the task as a whole is inconsistent.
+    #[error("{}: {message}", file.display())]
+    File {
+        /// The file or directory.
+        file: PathBuf,
+        /// What is wrong.
+        message: String,
+    },
+}
+
+/// `coding` or `terminal`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Family {
+    /// Bug fixes and small features, graded by hidden unit tests.
+    Coding,
+    /// Goal states reached with shell commands, graded by predicates.
+    Terminal,
+}
+
+impl fmt::Display for Family {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            Self::Coding => "coding",
+            Self::Terminal => "terminal",
+        })
+    }
+}
+
+/// How hard a task is meant to be.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Difficulty {
+    /// One or two obvious edits.
+    Easy,
+    /// Needs reading and a test run.
+    Medium,
+    /// Several interacting changes.
+    Hard,
+}
+
+/// What a candidate action is (never shown to policies).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum CandidateLabel {
+    /// A step of a correct solution.
+    Right,
+    /// Plausible but incorrect.
+    Wrong,
+    /// Damages the task or attacks the grader.
+    Harmful,
+    /// Inspection; changes nothing.
+    Neutral,
+}
+
+/// A candidate action.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Candidate {
+    /// What it is.
+    pub label: CandidateLabel,
+    /// For a `wrong` candidate: the gold action it is an alternative to.
+    pub replaces: Option<usize>,
+    /// The action.
+    pub action: AgentAction,
+}
+
+/// A task-specific attack that must score 0.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct CanarySpec {
+    /// Its name.
+    pub name: String,
+    /// The attack.
+    pub actions: Vec<AgentAction>,
+}
+
+/// A glob list, kept with its source text.
+#[derive(Clone, Debug)]
+pub struct Globs {
+    patterns: Vec<String>,
+    set: GlobSet,
+}
+
+impl Globs {
+    /// Compile `patterns` (`*` stays within one path component, `**` crosses them).
+    ///
+    /// # Errors
+    /// The first pattern that does not parse, with the reason.
+    pub fn new(patterns: &[String]) -> Result<Self, String> {
+        let mut b = GlobSetBuilder::new();
+        for p in patterns {
+            let glob = globset::GlobBuilder::new(p)
+                .literal_separator(true)
+                .build()
+                .map_err(|e| format!("glob {p:?}: {e}"))?;
+            b.add(glob);
+        }
+        Ok(Self {
+            patterns: patterns.to_vec(),
+            set: b.build().map_err(|e| e.to_string())?,
+        })
+    }
+
+    /// Whether `path` (relative, `/`-separated) matches any pattern.
+    pub fn matches(&self, path: &str) -> bool {
+        self.set.is_match(path)
+    }
+
+    /// The patterns.
+    pub fn patterns(&self) -> &[String] {
+        &self.patterns
+    }
+}
+
+/// By-products every task tolerates.
+pub const DEFAULT_BYPRODUCTS: &[&str] = &["**/__pycache__", "**/__pycache__/**", "**/*.pyc"];
+
+/// A loaded, checked task.
+#[derive(Clone, Debug)]
+pub struct TaskSpec {
+    /// Unique id (`[a-z0-9-]`), equal to the directory name.
+    pub id: String,
+    /// `coding` or `terminal`.
+    pub family: Family,
+    /// The family of variants this task belongs to.
+    pub group: String,
+    /// How hard.
+    pub difficulty: Difficulty,
+    /// What the agent is told.
+    pub instructions: String,
+    /// The task directory.
+    pub dir: PathBuf,
+    /// The initial workspace folder.
+    pub workspace: PathBuf,
+    /// Commands run once, in a sandbox, to make the root snapshot.
+    pub setup: Vec<String>,
+    /// Limits on the agent.
+    pub limits: EnvLimits,
+    /// Paths the solution may change.
+    pub allow: Globs,
+    /// By-products the solution may leave (the defaults plus the task's).
+    pub byproducts: Globs,
+    /// Visible tests and graders (also protected by not being in `allow`).
+    pub protected: Globs,
+    /// The hidden checks folder.
+    pub checks: PathBuf,
+    /// Time limit of one verification run, in milliseconds.
+    pub checks_timeout_ms: u64,
+    /// The gold solution.
+    pub gold: Vec<AgentAction>,
+    /// Candidate actions for discrete policies.
+    pub candidates: Vec<Candidate>,
+    /// Task-specific canaries.
+    pub canaries: Vec<CanarySpec>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawTask {
+    id: Spanned<String>,
+    family: Family,
+    group: Spanned<String>,
+    difficulty: Difficulty,
+    instructions: Spanned<String>,
+    #[serde(default)]
+    workspace: Option<Spanned<String>>,
+    #[serde(default)]
+    setup: Vec<String>,
+    limits: RawLimits,
+    paths: RawPaths,
+    #[serde(default)]
+    checks: Option<RawChecks>,
+    gold: Spanned<Vec<AgentAction>>,
+    #[serde(default)]
+    candidates: Vec<Spanned<RawCandidate>>,
+    #[serde(default)]
+    canaries: Vec<RawCanary>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawLimits {
+    max_steps: Spanned<usize>,
+    step_timeout_s: Spanned<f64>,
+    total_time_s: Spanned<f64>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawPaths {
+    allow: Spanned<Vec<String>>,
+    #[serde(default)]
+    byproducts: Option<Spanned<Vec<String>>>,
+    #[serde(default)]
+    protected: Option<Spanned<Vec<String>>>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawChecks {
+    #[serde(default)]
+    dir: Option<Spanned<String>>,
+    #[serde(default)]
+    timeout_s: Option<Spanned<f64>>,
+}
+
+#[derive(Deserialize)]
+struct RawCandidate {
+    label: CandidateLabel,
+    #[serde(default)]
+    replaces: Option<usize>,
+    #[serde(flatten)]
+    action: AgentAction,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawCanary {
+    name: Spanned<String>,
+    actions: Vec<AgentAction>,
+}
+
+/// Whether `id` is a valid task id.
+pub fn valid_id(id: &str) -> bool {
+    (1..=64).contains(&id.len())
+        && id
+            .bytes()
+            .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-')
+        && !id.starts_with('-')
+}
+
+struct Source<'a> {
+    file: &'a Path,
+    text: &'a str,
+}
+
+impl Source<'_> {
+    fn position(&self, offset: usize) -> (usize, usize) {
+        let before = &self.text[..offset.min(self.text.len())];
+        let line = before.matches('\n').count() + 1;
+        let column = before.len() - before.rfind('\n').map_or(0, |i| i + 1) + 1;
+        (line, column)
+    }
+
+    /// The dotted field at `offset`: the enclosing `[table]` and the key on that line.
+    fn field_at(&self, offset: usize) -> String {
+        let before = &self.text[..offset.min(self.text.len())];
+        let line_start = before.rfind('\n').map_or(0, |i| i + 1);
+        let line_end = self.text[line_start..]
+            .find('\n')
+            .map_or(self.text.len(), |i| line_start + i);
+        let line = &self.text[line_start..line_end];
+        let key = line
+            .split_once('=')
+            .map(|(k, _)| k.trim().to_owned())
+            .filter(|k| !k.is_empty() && !k.starts_with('['));
+        let table = before[..line_start]
+            .lines()
+            .rev()
+            .map(str::trim)
+            .find(|l| l.starts_with('['))
+            .map(|l| l.trim_matches(|c| c == '[' || c == ']').trim().to_owned());
+        let header = line.trim();
+        if header.starts_with('[') {
+            return header
+                .trim_matches(|c| c == '[' || c == ']')
+                .trim()
+                .to_owned();
+        }
+        match (table, key) {
+            (Some(t), Some(k)) => format!("{t}.{k}"),
+            (None, Some(k)) => k,
+            (Some(t), None) => t,
+            (None, None) => "(top level)".to_owned(),
+        }
+    }
+
+    fn error_at(
+        &self,
+        offset: usize,
+        field: Option<&str>,
+        message: impl Into<String>,
+    ) -> TaskError {
+        let (line, column) = self.position(offset);
+        TaskError::Field {
+            file: self.file.to_owned(),
+            line,
+            column,
+            field: field.map_or_else(|| self.field_at(offset), str::to_owned),
+            message: message.into(),
+        }
+    }
+
+    fn error<T>(&self, spanned: &Spanned<T>, field: &str, message: impl Into<String>) -> TaskError {
+        self.error_at(spanned.span().start, Some(field), message)
+    }
+}
+
+impl TaskSpec {
+    /// Load and check the task in `dir` (which holds `task.toml`).
+    ///
+    /// # Errors
+    /// [`TaskError`] naming the file, line and field of the first problem.
+    pub fn load(dir: &Path) -> Result<Self, TaskError> {
+        let file = dir.join("task.toml");
+        let text = std::fs::read_to_string(&file).map_err(|e| TaskError::File {
+            file: file.clone(),
+            message: format!("cannot read: {e}"),
+        })?;
+        let src = Source {
+            file: &file,
+            text: &text,
+        };
+        let raw: RawTask = toml::from_str(&text).map_err(|e| {
+            let offset = e.span().map_or(0, |s| s.start);
+            let message = e.message().trim().to_owned();
+            let field = missing_field(&message);
+            src.error_at(offset, field.as_deref(), message)
+        })?;
+        Self::check(dir, &src, raw)
+    }
+
+    fn check(dir: &Path, src: &Source<'_>, raw: RawTask) -> Result<Self, TaskError> {
+        let id = raw.id.get_ref().clone();
+        if !valid_id(&id) {
+            return Err(src.error(
+                &raw.id,
+                "id",
+                format!("{id:?} is not a task id (1-64 characters of a-z, 0-9 and -)"),
+            ));
+        }
+        let dir_name = dir
+            .canonicalize()
+            .ok()
+            .and_then(|d| d.file_name().map(|n| n.to_string_lossy().into_owned()));
+        if dir_name.as_deref() != Some(id.as_str()) {
+            return Err(src.error(
+                &raw.id,
+                "id",
+                format!(
+                    "{id:?} differs from the directory name {:?}",
+                    dir_name.unwrap_or_default()
+                ),
+            ));
+        }
+        if raw.group.get_ref().trim().is_empty() {
+            return Err(src.error(&raw.group, "group", "must not be empty"));
+        }
+        if raw.instructions.get_ref().trim().is_empty() {
+            return Err(src.error(&raw.instructions, "instructions", "must not be empty"));
+        }
+        let workspace = match &raw.workspace {
+            Some(w) => {
+                let path = dir.join(w.get_ref());
+                if !path.is_dir() || !is_plain_relative(w.get_ref()) {
+                    return Err(src.error(
+                        w,
+                        "workspace",
+                        format!(
+                            "{:?} is not a folder inside the task directory",
+                            w.get_ref()
+                        ),
+                    ));
+                }
+                path
+            }
+            None => {
+                let path = dir.join("workspace");
+                if !path.is_dir() {
+                    return Err(TaskError::File {
+                        file: path,
+                        message: "the task has no workspace folder (set `workspace`)".to_owned(),
+                    });
+                }
+                path
+            }
+        };
+        let limits = &raw.limits;
+        if *limits.max_steps.get_ref() == 0 || *limits.max_steps.get_ref() > 1000 {
+            return Err(src.error(
+                &limits.max_steps,
+                "limits.max_steps",
+                "must be between 1 and 1000",
+            ));
+        }
+        let seconds = |s: &Spanned<f64>, field: &str| -> Result<u64, TaskError> {
+            let v = *s.get_ref();
+            if v.is_finite() && v > 0.0 && v <= 86_400.0 {
+                Ok((v * 1000.0) as u64)
+            } else {
+                Err(src.error(
+                    s,
+                    field,
+                    format!("{v} is not a number of seconds in (0, 86400]"),
+                ))
+            }
+        };
+        let limits = EnvLimits {
+            max_steps: *limits.max_steps.get_ref(),
+            step_timeout_ms: seconds(&limits.step_timeout_s, "limits.step_timeout_s")?,
+            total_time_ms: seconds(&limits.total_time_s, "limits.total_time_s")?,
+        };
+        let globs = |s: &Spanned<Vec<String>>, field: &str, extra: &[&str]| {
+            let mut all: Vec<String> = extra.iter().map(|p| (*p).to_owned()).collect();
+            all.extend(s.get_ref().iter().cloned());
+            if let Some(bad) = s
+                .get_ref()
+                .iter()
+                .find(|p| p.starts_with('/') || p.contains(".."))
+            {
+                return Err(src.error(
+                    s,
+                    field,
+                    format!("{bad:?}: globs are relative to /workspace, without `..`"),
+                ));
+            }
+            Globs::new(&all).map_err(|e| src.error(s, field, e))
+        };
+        let allow = globs(&raw.paths.allow, "paths.allow", &[])?;
+        let empty = Spanned::new(0..0, Vec::new());
+        let byproducts = globs(
+            raw.paths.byproducts.as_ref().unwrap_or(&empty),
+            "paths.byproducts",
+            DEFAULT_BYPRODUCTS,
+        )?;
+        let protected = globs(
+            raw.paths.protected.as_ref().unwrap_or(&empty),
+            "paths.protected",
+            &[],
+        )?;
+        let (checks, checks_timeout_ms) = {
+            let checks = raw.checks.as_ref();
+            let dir_field = checks.and_then(|c| c.dir.as_ref());
+            let rel = dir_field.map_or("checks", |d| d.get_ref().as_str());
+            let path = dir.join(rel);
+            let has_tests = std::fs::read_dir(&path)
+                .map(|rd| {
+                    rd.filter_map(Result::ok).any(|e| {
+                        let n = e.file_name().to_string_lossy().into_owned();
+                        n.starts_with("test") && n.ends_with(".py")
+                    })
+                })
+                .unwrap_or(false);
+            if !has_tests || !is_plain_relative(rel) {
+                let message = format!("{rel:?} is not a folder of test*.py files in the task");
+                return Err(match dir_field {
+                    Some(d) => src.error(d, "checks.dir", message),
+                    None => TaskError::File {
+                        file: path,
+                        message,
+                    },
+                });
+            }
+            let timeout = match checks.and_then(|c| c.timeout_s.as_ref()) {
+                Some(t) => seconds(t, "checks.timeout_s")?,
+                None => 60_000,
+            };
+            (path, timeout)
+        };
+        if raw.gold.get_ref().is_empty() {
+            return Err(src.error(&raw.gold, "gold", "the gold solution has no actions"));
+        }
+        let gold = raw.gold.into_inner();
+        let mut candidates = Vec::new();
+        for (i, c) in raw.candidates.into_iter().enumerate() {
+            let span = c.span();
+            let c = c.into_inner();
+            if let Some(r) = c.replaces {
+                if r >= gold.len() {
+                    return Err(src.error_at(
+                        span.start,
+                        Some(&format!("candidates[{i}].replaces")),
+                        format!(
+                            "{r} is not an index of the gold solution (0..{})",
+                            gold.len()
+                        ),
+                    ));
+                }
+            }
+            candidates.push(Candidate {
+                label: c.label,
+                replaces: c.replaces,
+                action: c.action,
+            });
+        }
+        let mut canaries = Vec::new();
+        for c in raw.canaries {
+            if c.actions.is_empty() {
+                return Err(src.error(&c.name, "canaries.actions", "a canary needs actions"));
+            }
+            canaries.push(CanarySpec {
+                name: c.name.into_inner(),
+                actions: c.actions,
+            });
+        }
+        Ok(Self {
+            id,
+            family: raw.family,
+            group: raw.group.into_inner(),
+            difficulty: raw.difficulty,
+            instructions: raw.instructions.into_inner(),
+            dir: dir.to_owned(),
+            workspace,
+            setup: raw.setup,
+            limits,
+            allow,
+            byproducts,
+            protected,
+            checks,
+            checks_timeout_ms,
+            gold,
+            candidates,
+            canaries,
+        })
+    }
+}
+
+/// `missing field `x`` → `x`.
+fn missing_field(message: &str) -> Option<String> {
+    let rest = message.split("missing field `").nth(1)?;
+    Some(rest.split('`').next()?.to_owned())
+}
+
+fn is_plain_relative(p: &str) -> bool {
+    !p.is_empty()
+        && !p.starts_with('/')
+        && Path::new(p)
+            .components()
+            .all(|c| matches!(c, std::path::Component::Normal(_)))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn task_dir(toml: &str) -> tempfile::TempDir {
+        let root = tempfile::tempdir().unwrap();
+        let dir = root.path().join("t-1");
+        std::fs::create_dir_all(dir.join("workspace")).unwrap();
+        std::fs::create_dir_all(dir.join("checks")).unwrap();
+        std::fs::write(dir.join("checks/test_x.py"), "").unwrap();
+        std::fs::write(dir.join("task.toml"), toml).unwrap();
+        root
+    }
+
+    const GOOD: &str = r#"id = "t-1"
+family = "coding"
+group = "g"
+difficulty = "easy"
+instructions = "fix it"
+
+[limits]
+max_steps = 5
+step_timeout_s = 10
+total_time_s = 60
+
+[paths]
+allow = ["src/*.py"]
+
+[[gold]]
+write = "src/a.py"
+content = "x = 1\n"
+
+[[candidates]]
+label = "wrong"
+replaces = 0
+write = "src/a.py"
+content = "x = 2\n"
+"#;
+
+    #[test]
+    fn a_good_task_loads() {
+        let root = task_dir(GOOD);
+        let t = TaskSpec::load(&root.path().join("t-1")).unwrap();
+        assert_eq!(t.id, "t-1");
+        assert_eq!(t.family, Family::Coding);
+        assert_eq!(t.limits.step_timeout_ms, 10_000);
+        assert!(t.allow.matches("src/a.py"));
+        assert!(
+            !t.allow.matches("src/sub/a.py"),
+            "* stays within a component"
+        );
+        assert!(t.byproducts.matches("src/__pycache__/a.cpython-311.pyc"));
+        assert_eq!(t.candidates[0].replaces, Some(0));
+        assert_eq!(t.gold, vec![AgentAction::write("src/a.py", "x = 1\n")]);
+    }
+
+    fn load_err(toml: &str) -> String {
+        let root = task_dir(toml);
+        TaskSpec::load(&root.path().join("t-1"))
+            .unwrap_err()
+            .to_string()
+    }
+
+    #[test]
+    fn malformed_fields_name_file_line_and_field() {
+        let e = load_err(&GOOD.replace("max_steps = 5", "max_steps = \"five\""));
+        assert!(e.contains("task.toml:8:"), "{e}");
+        assert!(e.contains("field `limits.max_steps`"), "{e}");
+
+        let e = load_err(&GOOD.replace("family = \"coding\"", "family = \"cooking\""));
+        assert!(e.contains("task.toml:2:"), "{e}");
+        assert!(e.contains("field `family`"), "{e}");
+        assert!(e.contains("cooking"), "{e}");
+
+        let e = load_err(&GOOD.replace("replaces = 0", "replaces = 7"));
+        assert!(e.contains("candidates[0].replaces"), "{e}");
+        assert!(e.contains("not an index"), "{e}");
+
+        let e = load_err(&GOOD.replace("id = \"t-1\"", "id = \"other\""));
+        assert!(e.contains("task.toml:1:"), "{e}");
+        assert!(e.contains("differs from the directory name"), "{e}");
+
+        let e = load_err(&GOOD.replace("instructions = \"fix it\"\n", ""));
+        assert!(e.contains("field `instructions`"), "{e}");
+        assert!(e.contains("missing"), "{e}");
+
+        let e = load_err(&GOOD.replace("content = \"x = 1\\n\"", "content = \"x\"\nexec = \"ls\""));
+        assert!(e.contains("exactly one of"), "{e}");
+        assert!(e.contains("task.toml:1"), "{e}");
+
+        let e = load_err(&GOOD.replace("allow = [\"src/*.py\"]", "allow = [\"../x\"]"));
+        assert!(e.contains("field `paths.allow`"), "{e}");
+
+        let e = load_err(&GOOD.replace("[limits]", "bogus = 1\n[limits]"));
+        assert!(e.contains("unknown field `bogus`"), "{e}");
+        assert!(e.contains("task.toml:7:"), "{e}");
+    }
+}
