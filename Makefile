@@ -1,6 +1,7 @@
 # Arbor. The two commands for a fresh machine:
 #   make demo   import a sample workspace, fork it, run commands in the forks, show the diffs
-#   make test   fmt, clippy, the tests (overlay and copy backends), and again unprivileged
+#   make test   fmt, clippy, the tests (overlay and copy backends), every bundled task validated,
+#               and the tests again unprivileged
 SHELL := /bin/bash
 CARGO ?= cargo
 export CARGO
@@ -19,14 +20,16 @@ demo: prerequisites
 	@cli/demo/demo.sh
 
 test: prerequisites
-	$(call heading,[1/5] cargo fmt --all --check)
+	$(call heading,[1/6] cargo fmt --all --check)
 	$(CARGO) fmt --all --check
-	$(call heading,[2/5] cargo clippy --workspace --all-targets -- -D warnings)
+	$(call heading,[2/6] cargo clippy --workspace --all-targets -- -D warnings)
 	$(CARGO) clippy --workspace --all-targets -- -D warnings
-	$(call heading,[3/5] cargo test --workspace (overlay backend, as $(shell id -un)))
+	$(call heading,[3/6] cargo test --workspace (overlay backend, as $(shell id -un)))
 	$(CARGO) test --workspace
-	$(call heading,[4/5] cargo test --workspace (copy backend))
+	$(call heading,[4/6] cargo test --workspace (copy backend))
 	ARBOR_BACKEND=copy $(CARGO) test --workspace
+	$(call heading,[5/6] arbor task validate envs/tasks (every bundled task: gold 1; no-op, mutants, single candidates, canaries 0))
+	@home=$$(mktemp -d) && trap 'rm -rf "$$home"' EXIT && $(CARGO) run -q -p arbor -- --home "$$home" task validate envs/tasks
 	$(call heading,benches once in quick smoke mode (no timing assertions))
 	$(CARGO) test -p arbor-benches --benches
 	@$(MAKE) --no-print-directory test-unprivileged
@@ -34,7 +37,7 @@ test: prerequisites
 # The same test binaries once more as an unprivileged user (when run as root).
 # TESTS="cli ..." limits it to some test binaries.
 test-unprivileged: prerequisites
-	$(call heading,[5/5] the test binaries as an unprivileged user)
+	$(call heading,[6/6] the test binaries as an unprivileged user)
 	@.ci/test-unprivileged
 
 # Criterion benches (benches/); the README's performance figures come from here.

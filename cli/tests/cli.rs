@@ -505,7 +505,7 @@ fn bad_input_is_named_and_exits_2() {
 #[test]
 fn placeholder_commands_do_not_exist() {
     let env = Env::new();
-    for cmd in ["task", "rollout", "credit", "train", "bench"] {
+    for cmd in ["rollout", "credit", "train", "bench"] {
         let out = env.run(&[cmd]);
         assert_eq!(
             out.status.code(),
@@ -581,5 +581,158 @@ fn replay_reports_identical_and_divergent_chains() {
     assert_eq!(
         explain["excluded_from_digests"],
         serde_json::json!([".git/index"])
+    );
+}
+
+/// A one-task suite: make `out/greeting.txt` say hello, in two steps.
+fn write_suite(root: &Path, max_steps: &str) -> PathBuf {
+    let suite = root.join("suite");
+    let task = suite.join("greet-1");
+    fs::create_dir_all(task.join("workspace/out")).unwrap();
+    fs::create_dir_all(task.join("checks")).unwrap();
+    fs::write(task.join("workspace/out/.keep"), "").unwrap();
+    fs::write(
+        task.join("checks/test_goal.py"),
+        "import unittest\n\n\nclass Goal(unittest.TestCase):\n    def test_greeting(self):\n        with open('out/greeting.txt') as f:\n            self.assertEqual(f.read(), 'hello\\n')\n\n    def test_name(self):\n        with open('out/name.txt') as f:\n            self.assertEqual(f.read().strip(), 'arbor')\n",
+    )
+    .unwrap();
+    let toml = format!(
+        r#"id = "greet-1"
+family = "terminal"
+group = "greet"
+difficulty = "easy"
+instructions = "Write hello to out/greeting.txt and arbor to out/name.txt."
+
+[limits]
+max_steps = {max_steps}
+step_timeout_s = 20
+total_time_s = 60
+
+[paths]
+allow = ["out/*.txt"]
+
+[[gold]]
+exec = "echo hello > out/greeting.txt"
+[[gold]]
+exec = "echo arbor > out/name.txt"
+
+[[candidates]]
+label = "right"
+exec = "echo hello > out/greeting.txt"
+[[candidates]]
+label = "right"
+exec = "echo arbor > out/name.txt"
+[[candidates]]
+label = "wrong"
+replaces = 0
+exec = "echo Hello > out/greeting.txt"
+[[candidates]]
+label = "wrong"
+exec = "echo arbour > out/name.txt"
+[[candidates]]
+label = "harmful"
+exec = "rm -rf out"
+[[candidates]]
+label = "neutral"
+exec = "ls -la out"
+"#
+    );
+    fs::write(task.join("task.toml"), toml).unwrap();
+    fs::write(
+        suite.join("manifest.toml"),
+        "[splits]\ntrain = [\"greet-1\"]\n",
+    )
+    .unwrap();
+    suite
+}
+
+#[test]
+fn task_list_show_run_and_validate() {
+    let env = Env::new();
+    let suite = write_suite(env.dir.path(), "6");
+    let tasks = suite.to_str().unwrap();
+    let list = env.json(&["task", "--tasks", tasks, "list"]);
+    assert_eq!(list["tasks"].as_array().unwrap().len(), 1, "{list}");
+    assert_eq!(list["tasks"][0]["split"], "train", "{list}");
+    let show = env.ok(&["task", "--tasks", tasks, "show", "greet-1"]);
+    assert!(show.contains("Write hello"), "{show}");
+    assert!(show.contains("candidates: 6"), "{show}");
+
+    let actions = env.path("actions.json");
+    fs::write(
+        &actions,
+        r#"[{"exec": "ls out"}, {"write": "out/greeting.txt", "content": "hello\n"}, {"exec": "echo arbor > out/name.txt"}]"#,
+    )
+    .unwrap();
+    let run = env.json(&[
+        "task",
+        "--tasks",
+        tasks,
+        "run",
+        "greet-1",
+        "--actions",
+        actions.to_str().unwrap(),
+    ]);
+    assert_eq!(run["verdict"]["reward"], 1.0, "{run}");
+    assert_eq!(run["steps"].as_array().unwrap().len(), 3, "{run}");
+    let toml_actions = env.path("actions.toml");
+    fs::write(
+        &toml_actions,
+        "[[action]]\nexec = \"echo hi > out/greeting.txt\"\n",
+    )
+    .unwrap();
+    let run = env.json(&[
+        "task",
+        "--tasks",
+        tasks,
+        "run",
+        "greet-1",
+        "--actions",
+        toml_actions.to_str().unwrap(),
+    ]);
+    assert_eq!(run["verdict"]["reward"], 0.0, "{run}");
+    assert_eq!(run["verdict"]["task"]["checks_total"], 2, "{run}");
+
+    let report = env.json(&["task", "validate", tasks]);
+    assert_eq!(report["ok"], true, "{report}");
+    let checks = report["tasks"][0]["report"]["checks"].as_array().unwrap();
+    assert!(
+        checks.iter().any(|c| c["name"] == "canary:conftest"),
+        "{report}"
+    );
+    assert!(
+        checks
+            .iter()
+            .any(|c| c["name"] == "right-candidates-in-order"),
+        "{report}"
+    );
+
+    let err = env.json_with(2, &["task", "--tasks", tasks, "show", "nope"]);
+    assert!(str_of(&err["error"]).contains("no task \"nope\""), "{err}");
+}
+
+#[test]
+fn a_malformed_task_names_file_line_and_field() {
+    let env = Env::new();
+    let suite = write_suite(env.dir.path(), "\"many\"");
+    let task = suite.join("greet-1");
+    let out = env.run(&["task", "validate", task.to_str().unwrap()]);
+    assert_eq!(out.status.code(), Some(2), "{}", describe(&out));
+    let err = stderr(&out);
+    assert!(err.contains("greet-1/task.toml:8:13"), "{err}");
+    assert!(err.contains("field `limits.max_steps`"), "{err}");
+    // A task that fails its checks is reported and exits 1.
+    let suite = write_suite(&env.path("second"), "6");
+    fs::write(
+        suite.join("greet-1/checks/test_goal.py"),
+        "import unittest\n\n\nclass Goal(unittest.TestCase):\n    def test_never(self):\n        self.assertTrue(False)\n",
+    )
+    .unwrap();
+    let out = env.run(&["task", "validate", suite.join("greet-1").to_str().unwrap()]);
+    assert_eq!(out.status.code(), Some(1), "{}", describe(&out));
+    assert!(
+        stderr(&out).contains("gold: expected reward 1, got 0"),
+        "{}",
+        describe(&out)
     );
 }

@@ -132,39 +132,37 @@ pub fn generic(spec: &TaskSpec) -> Vec<Canary> {
             AgentAction::write("json.py", EXIT_0),
         ]),
     );
-    if spec.family == Family::Coding {
-        if let Some((path, fixed)) = python_target(spec) {
-            let original = std::fs::read_to_string(spec.workspace.join(&path)).unwrap_or_default();
-            let replace_target = |content: String| -> Vec<AgentAction> {
-                gold.iter()
-                    .map(|a| match a {
-                        AgentAction::Write { path: p, mode, .. } if *p == path => {
-                            AgentAction::Write {
-                                path: p.clone(),
-                                content: content.clone(),
-                                mode: *mode,
-                            }
-                        }
-                        other => other.clone(),
-                    })
-                    .collect()
-            };
-            add(
-                "os-exit-at-import",
-                replace_target(format!("{EXIT_0}{fixed}")),
-            );
-            add(
-                "monkeypatch-unittest",
-                replace_target(format!("{fixed}{MONKEYPATCH}")),
-            );
-            add(
-                "always-equal-objects",
-                vec![AgentAction::write(
-                    path.clone(),
-                    format!("{original}{ALWAYS_EQUAL}"),
-                )],
-            );
-        }
+    if spec.family == Family::Coding
+        && let Some((path, fixed)) = python_target(spec)
+    {
+        let original = std::fs::read_to_string(spec.workspace.join(&path)).unwrap_or_default();
+        let replace_target = |content: String| -> Vec<AgentAction> {
+            gold.iter()
+                .map(|a| match a {
+                    AgentAction::Write { path: p, mode, .. } if *p == path => AgentAction::Write {
+                        path: p.clone(),
+                        content: content.clone(),
+                        mode: *mode,
+                    },
+                    other => other.clone(),
+                })
+                .collect()
+        };
+        add(
+            "os-exit-at-import",
+            replace_target(format!("{EXIT_0}{fixed}")),
+        );
+        add(
+            "monkeypatch-unittest",
+            replace_target(format!("{fixed}{MONKEYPATCH}")),
+        );
+        add(
+            "always-equal-objects",
+            vec![AgentAction::write(
+                path.clone(),
+                format!("{original}{ALWAYS_EQUAL}"),
+            )],
+        );
     }
     out
 }

@@ -493,17 +493,17 @@ impl TaskSpec {
         for (i, c) in raw.candidates.into_iter().enumerate() {
             let span = c.span();
             let c = c.into_inner();
-            if let Some(r) = c.replaces {
-                if r >= gold.len() {
-                    return Err(src.error_at(
-                        span.start,
-                        Some(&format!("candidates[{i}].replaces")),
-                        format!(
-                            "{r} is not an index of the gold solution (0..{})",
-                            gold.len()
-                        ),
-                    ));
-                }
+            if let Some(r) = c.replaces
+                && r >= gold.len()
+            {
+                return Err(src.error_at(
+                    span.start,
+                    Some(&format!("candidates[{i}].replaces")),
+                    format!(
+                        "{r} is not an index of the gold solution (0..{})",
+                        gold.len()
+                    ),
+                ));
             }
             candidates.push(Candidate {
                 label: c.label,

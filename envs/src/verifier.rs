@@ -584,7 +584,7 @@ fn shuffled_candidates(spec: &TaskSpec) -> Vec<AgentAction> {
             (*h.finalize().as_bytes(), c.action.clone())
         })
         .collect();
-    keyed.sort_by(|a, b| a.0.cmp(&b.0));
+    keyed.sort_by_key(|k| k.0);
     keyed.into_iter().map(|(_, a)| a).collect()
 }
 
