@@ -148,3 +148,98 @@ impl Suite {
         Ok(ids.iter().filter_map(|id| self.tasks.get(id)).collect())
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::task::Family;
+
+    #[test]
+    fn the_bundled_suite_has_its_promised_shape() {
+        let suite = Suite::load(&bundled_dir()).expect("the bundled suite loads");
+        let count = |f: Family| suite.tasks.values().filter(|t| t.family == f).count();
+        assert!(suite.tasks.len() >= 40, "{} tasks", suite.tasks.len());
+        assert!(
+            count(Family::Coding) >= 25,
+            "{} coding",
+            count(Family::Coding)
+        );
+        assert!(
+            count(Family::Terminal) >= 15,
+            "{} terminal",
+            count(Family::Terminal)
+        );
+        for split in SPLITS {
+            assert!(!suite.split(split).unwrap().is_empty(), "{split} is empty");
+        }
+        for t in suite.tasks.values() {
+            assert!(
+                t.candidates.len() >= 6,
+                "{}: {} candidates",
+                t.id,
+                t.candidates.len()
+            );
+            assert!(t.gold.len() >= 2, "{}: a one-step gold solution", t.id);
+        }
+        // Groups have several variants, and both families are held out somewhere.
+        let mut groups: BTreeMap<&str, usize> = BTreeMap::new();
+        for t in suite.tasks.values() {
+            *groups.entry(&t.group).or_default() += 1;
+        }
+        assert!(groups.values().all(|n| *n >= 3), "{groups:?}");
+        let held: BTreeSet<Family> = suite
+            .split("heldout-families")
+            .unwrap()
+            .iter()
+            .map(|t| t.family)
+            .collect();
+        assert_eq!(held.len(), 2, "both families have held-out groups");
+    }
+
+    #[test]
+    fn manifest_mistakes_are_named() {
+        let root = tempfile::tempdir().unwrap();
+        let bundled = bundled_dir();
+        for id in ["py-stats-1", "py-stats-2", "py-cache-1"] {
+            copy(&bundled.join(id), &root.path().join(id));
+        }
+        let write = |m: &str| std::fs::write(root.path().join("manifest.toml"), m).unwrap();
+        let err = |m: &str| {
+            write(m);
+            Suite::load(root.path()).unwrap_err().to_string()
+        };
+        let e = err(
+            "[splits]\ntrain = [\"py-stats-1\", \"py-cache-1\"]\nheldout-families = [\"py-cache-1\", \"py-stats-2\"]\n",
+        );
+        assert!(e.contains("\"py-cache-1\" is in both"), "{e}");
+        let e = err(
+            "[splits]\ntrain = [\"py-stats-1\"]\nheldout-families = [\"py-stats-2\", \"py-cache-1\"]\n",
+        );
+        assert!(
+            e.contains("group \"py-stats\" is in heldout-families but also in train"),
+            "{e}"
+        );
+        let e = err("[splits]\ntrain = [\"py-stats-1\", \"py-stats-2\"]\n");
+        assert!(e.contains("\"py-cache-1\" is in no split"), "{e}");
+        let e =
+            err("[splits]\ntrain = [\"py-stats-1\", \"py-stats-2\"]\nholdout = [\"py-cache-1\"]\n");
+        assert!(e.contains("unknown split \"holdout\""), "{e}");
+        write(
+            "[splits]\ntrain = [\"py-stats-1\", \"py-stats-2\"]\nheldout-families = [\"py-cache-1\"]\n",
+        );
+        let s = Suite::load(root.path()).unwrap();
+        assert_eq!(s.split_of("py-cache-1"), Some("heldout-families"));
+    }
+
+    fn copy(from: &Path, to: &Path) {
+        std::fs::create_dir_all(to).unwrap();
+        for e in std::fs::read_dir(from).unwrap() {
+            let e = e.unwrap();
+            if e.file_type().unwrap().is_dir() {
+                copy(&e.path(), &to.join(e.file_name()));
+            } else {
+                std::fs::copy(e.path(), to.join(e.file_name())).unwrap();
+            }
+        }
+    }
+}

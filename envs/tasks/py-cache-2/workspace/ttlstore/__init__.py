@@ -1,0 +1,3 @@
+"""ttlstore: a key/value store with expiry."""
+from .clocks import ManualClock, system_clock
+from .store import TTLStore

@@ -1,0 +1,4 @@
+from .graph import Graph
+from .search import distance, shortest_path
+
+__all__ = ["Graph", "distance", "shortest_path"]

@@ -1,0 +1,1 @@
+"""agenda: free-slot finder."""

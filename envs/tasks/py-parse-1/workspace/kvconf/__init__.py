@@ -1,0 +1,2 @@
+"""kvconf: tiny key = value config reader."""
+from .parser import parse_config

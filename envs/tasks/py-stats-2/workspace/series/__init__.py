@@ -1,0 +1,1 @@
+"""series: small helpers for numeric time series."""

@@ -1,0 +1,1 @@
+"""tally: per-team response-time statistics."""
