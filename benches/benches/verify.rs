@@ -24,6 +24,9 @@ use criterion::{Criterion, criterion_group, criterion_main};
 
 const HELPER: &str = env!("CARGO_BIN_EXE_arbor-bench-helper");
 
+/// Per family: the set-up and checks milliseconds of every timed verification.
+type Splits = BTreeMap<String, (Vec<u64>, Vec<u64>)>;
+
 fn median(xs: &mut [u64]) -> u64 {
     xs.sort_unstable();
     xs.get(xs.len() / 2).copied().unwrap_or(0)
@@ -33,7 +36,7 @@ fn verify(c: &mut Criterion) {
     let env = BenchEnv::open(Path::new(HELPER)).expect("open a bench runtime");
     let suite = Suite::load(&bundled_dir()).expect("load the bundled task suite");
     let per_family = if quick_mode() { 1 } else { 4 };
-    let splits: Mutex<BTreeMap<String, (Vec<u64>, Vec<u64>)>> = Mutex::new(BTreeMap::new());
+    let splits: Mutex<Splits> = Mutex::new(BTreeMap::new());
     let mut group = GroupTiming {
         sample_size: 10,
         ..GroupTiming::DEFAULT
