@@ -157,6 +157,34 @@ pub enum Command {
     /// Re-hashes every object and every file of every sealed layer against
     /// its tree. Garbage (what gc would remove) is only reported.
     Fsck,
+    /// Grow rollout trees: run a policy on tasks, branching from real
+    /// snapshots, under a budget of executed actions plus verifier runs.
+    ///
+    /// Writes the trees to --out, tags their leaves (so `gc` keeps every
+    /// node's snapshot), and prints per task: nodes, leaves, success rate,
+    /// budget used, forks, and the share of time spent forking and snapshotting.
+    Rollout(Box<RolloutArgs>),
+    /// Credit of rollout trees: Q̂, V̂, advantages per edge; export them for a
+    /// trainer, same-state preference pairs for DPO, and a plot.
+    Credit {
+        /// A trees file written by `arbor rollout`.
+        tree: PathBuf,
+        /// Write one advantage record per edge (JSON lines, schema arbor.advantage-record/1).
+        #[arg(long, value_name = "FILE")]
+        export: Option<PathBuf>,
+        /// Write same-state preference pairs (JSON lines: prompt, chosen, rejected).
+        #[arg(long, value_name = "FILE")]
+        pairs: Option<PathBuf>,
+        /// Draw the first tree as SVG (Q̂ on edges, verdicts on leaves).
+        #[arg(long, value_name = "FILE")]
+        plot: Option<PathBuf>,
+        /// Smallest Q̂ difference for a preference pair.
+        #[arg(long, value_name = "M", default_value_t = 0.2)]
+        margin: f64,
+        /// Discount.
+        #[arg(long, value_name = "G", default_value_t = 1.0)]
+        gamma: f64,
+    },
     /// Tasks: list, show, validate, and run actions against one.
     Task {
         /// The task folder [default: $ARBOR_TASKS, else the bundled envs/tasks].
@@ -166,6 +194,39 @@ pub enum Command {
         #[command(subcommand)]
         command: TaskCommand,
     },
+}
+
+/// `arbor rollout`: grow rollout trees by forking real snapshots.
+#[derive(Debug, clap::Args)]
+pub struct RolloutArgs {
+    /// One task.
+    #[arg(long, value_name = "ID", conflicts_with = "split", required_unless_present = "split")]
+    pub task: Option<String>,
+    /// Every task of a split: train, heldout-variants or heldout-families.
+    #[arg(long, value_name = "S")]
+    pub split: Option<String>,
+    /// The behaviour policy: random, gold, mixture, mixture:P, command:CMD.
+    #[arg(long, value_name = "P", default_value = "mixture")]
+    pub policy: String,
+    /// Where to branch: uniform[:WIDTH[:EVERY]], entropy[:NATS[:WIDTH]],
+    /// uncertainty[:INITIAL], independent[:EPISODES].
+    #[arg(long = "branch", value_name = "STRATEGY", default_value = "uniform")]
+    pub strategy: String,
+    /// Executed actions plus verifier runs, per task.
+    #[arg(long, value_name = "N", default_value_t = 60)]
+    pub budget: u64,
+    /// Paths running at once [default: the number of CPUs].
+    #[arg(long, value_name = "N")]
+    pub workers: Option<usize>,
+    /// Seed of every sampling decision.
+    #[arg(long, value_name = "S", default_value_t = 0)]
+    pub seed: u64,
+    /// Where to write the trees (JSON, schema arbor.rollout-forest/1).
+    #[arg(long, value_name = "TREE")]
+    pub out: PathBuf,
+    /// The task folder [default: $ARBOR_TASKS, else the bundled envs/tasks].
+    #[arg(long, value_name = "DIR")]
+    pub tasks: Option<PathBuf>,
 }
 
 /// `arbor task ...`.

@@ -80,6 +80,23 @@ pub fn run(ctx: &Ctx, command: Command) -> Result<i32> {
         Command::Gc => gc(ctx),
         Command::Fsck => fsck(ctx),
         Command::Task { tasks, command } => crate::task::run(ctx, tasks.as_deref(), command),
+        Command::Rollout(args) => crate::rollout::rollout(ctx, &args),
+        Command::Credit {
+            tree,
+            export,
+            pairs,
+            plot,
+            margin,
+            gamma,
+        } => crate::rollout::credit(
+            ctx,
+            &tree,
+            export.as_deref(),
+            pairs.as_deref(),
+            plot.as_deref(),
+            margin,
+            gamma,
+        ),
     }
 }
 

@@ -16,6 +16,7 @@ mod error;
 mod fanout;
 mod output;
 mod render;
+mod rollout;
 mod task;
 
 use anyhow::Result;
@@ -57,6 +58,12 @@ fn run(cli: Cli) -> Result<i32> {
     // One-shot commands open each sandbox when needed; fanout opens them
     // concurrently itself. A warm pool would only prepare helpers to kill.
     options.warm_helpers = 0;
+    if let args::Command::Rollout(r) = &cli.command {
+        // Rollouts fork continually: keep helpers prepared for every worker.
+        options.warm_helpers = r
+            .workers
+            .unwrap_or_else(|| std::thread::available_parallelism().map_or(1, usize::from));
+    }
     let runtime = Runtime::open(options)?;
     commands::run(
         &Ctx {

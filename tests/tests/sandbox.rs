@@ -344,3 +344,36 @@ fn the_async_adapter_runs_sandboxes_from_tokio() {
         );
     }
 }
+
+/// A step whose changes equal an earlier layer's exactly (the same file
+/// content written back) gives a chain holding one layer twice; overlayfs
+/// refuses such a chain (ELOOP), so it is mounted from its squashed copy.
+#[test]
+fn a_chain_that_repeats_a_layer_still_mounts_and_reads_right() {
+    let rt = arbor_tests::runtime(Path::new(HELPER));
+    let src = rt.scratch("src");
+    std::fs::create_dir_all(&src).unwrap();
+    std::fs::write(src.join("keep.txt"), "k\n").unwrap();
+    let base = rt.runtime.import(&src, None).unwrap();
+    let mut sb = base.open().unwrap();
+    sb.write_file("a.txt", b"X\n", 0o644).unwrap();
+    let s1 = sb.snapshot().unwrap();
+    sb.write_file("a.txt", b"Y\n", 0o644).unwrap();
+    sb.snapshot().unwrap();
+    sb.write_file("a.txt", b"X\n", 0o644).unwrap();
+    let s3 = sb.snapshot().unwrap();
+    let layers = &s3.manifest().layers;
+    assert_eq!(
+        layers.last(),
+        s1.manifest().layers.last(),
+        "the third step's layer is the first step's: {layers:?}"
+    );
+    let obs = sb.exec("cat a.txt keep.txt", &opts()).unwrap();
+    assert_eq!(obs.stdout_text(), "X\nk\n");
+    let mut again = s3.open().unwrap();
+    let obs = again.exec("cat a.txt && echo Z > a.txt", &opts()).unwrap();
+    assert_eq!(obs.stdout_text(), "X\n");
+    let s4 = again.snapshot().unwrap();
+    let obs = s4.open().unwrap().exec("cat a.txt", &opts()).unwrap();
+    assert_eq!(obs.stdout_text(), "Z\n");
+}

@@ -362,7 +362,15 @@ impl Runtime {
             std::fs::create_dir_all(&empty).map_err(|e| SandboxError::io("create", &empty, e))?;
             return Ok(vec![empty]);
         }
-        if let (Some(base), true) = (base, layers.len() > self.options().squash_after) {
+        // overlayfs refuses a lower chain that holds the same directory twice
+        // (ELOOP, "overlapping layers"), which happens when a step's changes
+        // equal an earlier layer's exactly (writing back the same file
+        // content): such chains are mounted from their squashed copy.
+        let repeated = {
+            let mut seen = std::collections::HashSet::with_capacity(layers.len());
+            !layers.iter().all(|l| seen.insert(*l))
+        };
+        if let (Some(base), true) = (base, repeated || layers.len() > self.options().squash_after) {
             return Ok(vec![layer::squash(
                 self.store(),
                 base,

@@ -41,6 +41,9 @@ pub enum AgentAction {
         /// Path relative to `/workspace`.
         path: String,
     },
+    /// End the episode here (the agent submits its state for grading). Runs
+    /// nothing; a driver offers it to discrete policies beside the candidates.
+    Submit,
 }
 
 impl AgentAction {
@@ -67,6 +70,7 @@ impl AgentAction {
             Self::Exec { command, .. } => format!("exec: {command}"),
             Self::Write { path, content, .. } => format!("write {path}:\n{content}"),
             Self::Delete { path } => format!("delete {path}"),
+            Self::Submit => "submit".to_owned(),
         }
     }
 
@@ -84,6 +88,7 @@ impl fmt::Display for AgentAction {
                 write!(f, "write {path} ({} bytes)", content.len())
             }
             Self::Delete { path } => write!(f, "delete {path}"),
+            Self::Submit => f.write_str("submit"),
         }
     }
 }
@@ -110,6 +115,9 @@ pub struct RawAction {
     /// Path of a delete.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub delete: Option<String>,
+    /// `true` for a submit.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub submit: Option<bool>,
 }
 
 impl TryFrom<RawAction> for AgentAction {
@@ -120,15 +128,22 @@ impl TryFrom<RawAction> for AgentAction {
             raw.exec.is_some(),
             raw.write.is_some(),
             raw.delete.is_some(),
+            raw.submit.is_some(),
         ]
         .iter()
         .filter(|k| **k)
         .count();
         if kinds != 1 {
             return Err(
-                "an action needs exactly one of `exec`, `write` (with `content`) or `delete`"
+                "an action needs exactly one of `exec`, `write` (with `content`), `delete` or `submit = true`"
                     .to_owned(),
             );
+        }
+        if let Some(submit) = raw.submit {
+            if !submit || raw.content.is_some() || raw.mode.is_some() || raw.timeout_s.is_some() {
+                return Err("`submit` takes only the value true".to_owned());
+            }
+            return Ok(Self::Submit);
         }
         if let Some(command) = raw.exec {
             if raw.content.is_some() || raw.mode.is_some() {
@@ -193,6 +208,10 @@ impl From<AgentAction> for RawAction {
             },
             AgentAction::Delete { path } => Self {
                 delete: Some(path),
+                ..Self::default()
+            },
+            AgentAction::Submit => Self {
+                submit: Some(true),
                 ..Self::default()
             },
         }
@@ -554,4 +573,10 @@ pub trait Environment: Send + Sync {
     /// Candidate actions for discrete policies in this state (may be empty:
     /// actions are free-form).
     fn candidates(&self, observation: &EnvObservation) -> Vec<AgentAction>;
+
+    /// A known solution (the task's gold actions), for the `gold` and
+    /// `mixture` policies; `None` when the environment has none.
+    fn reference_solution(&self) -> Option<Vec<AgentAction>> {
+        None
+    }
 }

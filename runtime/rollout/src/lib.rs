@@ -1,12 +1,23 @@
-//! `arbor-rollout`: environments, policies, rollout trees and credit.
+//! `arbor-rollout`: environments, policies, rollout trees, branching and credit.
 //!
 //! - [`env`]: the [`Environment`] trait (implemented by `arbor-envs`), agent
 //!   actions, observations, episodes and the layered [`Verdict`].
+//! - [`policy`]: the [`policy::Policy`] trait and the built-in policies
+//!   (random, gold, mixture, an external command).
+//! - [`tree`]: rollout trees (nodes are snapshots, edges actions, leaves verdicts).
+//! - [`driver`]: the concurrent driver that grows trees by forking real snapshots.
+//! - [`credit`]: Q̂, V̂, advantages, intervals, shaping and GRPO (pure arithmetic).
+//! - [`export`]: advantage records, preference pairs, the tree plot, the
+//!   streaming interface for an attached trainer.
 #![deny(missing_docs)]
 
 pub mod credit;
-
+pub mod driver;
 pub mod env;
+pub mod export;
+
+pub mod policy;
+pub mod tree;
 
 pub use arbor_runtime as runtime;
 pub use env::{

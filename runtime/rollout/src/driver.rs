@@ -1,0 +1,854 @@
+//! The concurrent rollout driver: grows one [`RolloutTree`] per task on tokio,
+//! with at most `workers` paths running at once (blocking tasks), under a
+//! budget counted as executed actions plus verifier runs.
+//!
+//! Every branch starts from the *real snapshot* of its branch node: a worker
+//! forks that snapshot and continues, it never re-runs the prefix. A path
+//! runs in one sandbox and snapshots after every action (so any node can be
+//! branched later), until the policy submits, the step limit is reached, the
+//! budget runs out (the leaf is then marked truncated), or the next branch
+//! point; there the coordinator samples `width` choices, merges identical
+//! ones into one edge with a count, and dispatches one job per distinct action.
+//!
+//! Budget accounting is exact: a job is dispatched only with one action and
+//! one verification reserved; every further action reserves one more, and a
+//! path that cannot reserve is verified as it stands. So the budget used never
+//! exceeds the limit. Runtime faults end their path, are recorded on the node
+//! and counted, and are excluded from statistics (no reward).
+
+use std::collections::VecDeque;
+use std::fmt;
+use std::str::FromStr;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Instant;
+
+use arbor_runtime::{Sandbox, Snapshot};
+use serde::{Deserialize, Serialize};
+
+use crate::credit::{CreditConfig, estimate};
+use crate::env::{AgentAction, EnvError, EnvObservation, Environment, Episode, EpisodeStep, Verdict};
+use crate::policy::{Choice, Policy, PolicyInput, Rng};
+use crate::tree::{Budget, Edge, Leaf, Node, Origin, RolloutTree, TreeStats};
+
+/// Where to branch.
+#[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "kind", rename_all = "snake_case")]
+pub enum Strategy {
+    /// `width` ways at the root and every `every` steps.
+    Uniform {
+        /// Steps between branch points.
+        every: usize,
+        /// Samples per branch point.
+        width: usize,
+    },
+    /// `width` ways wherever the policy's entropy exceeds `threshold` (and at the root).
+    Entropy {
+        /// Entropy threshold in nats.
+        threshold: f64,
+        /// Samples per branch point.
+        width: usize,
+    },
+    /// `initial` unbranched episodes, then one extra branch at a time where
+    /// p̂(1−p̂) of the value estimate is highest.
+    Uncertainty {
+        /// Unbranched episodes first.
+        initial: usize,
+    },
+    /// `episodes` independent, unbranched episodes from the root (the GRPO
+    /// baseline's groups): nothing shared, nothing merged.
+    Independent {
+        /// Episodes.
+        episodes: usize,
+    },
+}
+
+impl FromStr for Strategy {
+    type Err = String;
+
+    /// `uniform[:WIDTH[:EVERY]]` (default 3 ways every 2 steps),
+    /// `entropy[:THRESHOLD[:WIDTH]]` (default 1.0 nats, 3 ways),
+    /// `uncertainty[:INITIAL]` (default 4), `independent[:EPISODES]` (default 8).
+    fn from_str(s: &str) -> Result<Self, String> {
+        let mut parts = s.split(':');
+        let kind = parts.next().unwrap_or_default();
+        let args: Vec<&str> = parts.collect();
+        let num = |i: usize, default: usize| -> Result<usize, String> {
+            match args.get(i) {
+                None => Ok(default),
+                Some(a) => match a.parse::<usize>() {
+                    Ok(n) if n >= 1 => Ok(n),
+                    _ => Err(format!("{s:?}: {a:?} is not a positive integer")),
+                },
+            }
+        };
+        let too_many = |n: usize| {
+            if args.len() > n {
+                Err(format!("{s:?}: too many parameters"))
+            } else {
+                Ok(())
+            }
+        };
+        match kind {
+            "uniform" => {
+                too_many(2)?;
+                Ok(Self::Uniform {
+                    width: num(0, 3)?,
+                    every: num(1, 2)?,
+                })
+            }
+            "entropy" => {
+                too_many(2)?;
+                let threshold = match args.first() {
+                    None => 1.0,
+                    Some(a) => a
+                        .parse::<f64>()
+                        .ok()
+                        .filter(|t| t.is_finite() && *t >= 0.0)
+                        .ok_or_else(|| format!("{s:?}: {a:?} is not an entropy in nats"))?,
+                };
+                Ok(Self::Entropy {
+                    threshold,
+                    width: num(1, 3)?,
+                })
+            }
+            "uncertainty" => {
+                too_many(1)?;
+                Ok(Self::Uncertainty {
+                    initial: num(0, 4)?,
+                })
+            }
+            "independent" => {
+                too_many(1)?;
+                Ok(Self::Independent {
+                    episodes: num(0, 8)?,
+                })
+            }
+            _ => Err(format!(
+                "unknown branching strategy {s:?} (uniform[:W[:K]], entropy[:T[:W]], uncertainty[:N], independent[:N])"
+            )),
+        }
+    }
+}
+
+impl fmt::Display for Strategy {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Self::Uniform { every, width } => write!(f, "uniform:{width}:{every}"),
+            Self::Entropy { threshold, width } => write!(f, "entropy:{threshold}:{width}"),
+            Self::Uncertainty { initial } => write!(f, "uncertainty:{initial}"),
+            Self::Independent { episodes } => write!(f, "independent:{episodes}"),
+        }
+    }
+}
+
+/// Driver settings.
+#[derive(Clone, Debug)]
+pub struct DriverConfig {
+    /// Paths running at once (default: one per core).
+    pub workers: usize,
+    /// Executed actions plus verifier runs, per tree.
+    pub budget: u64,
+    /// Where to branch.
+    pub strategy: Strategy,
+    /// Seed of every sampling decision.
+    pub seed: u64,
+}
+
+impl DriverConfig {
+    /// One worker per core, the given budget and strategy, seed 0.
+    pub fn new(budget: u64, strategy: Strategy) -> Self {
+        Self {
+            workers: std::thread::available_parallelism().map_or(1, usize::from),
+            budget,
+            strategy,
+            seed: 0,
+        }
+    }
+}
+
+/// Live counters for a progress display (shared across trees).
+#[derive(Debug, Default)]
+pub struct Progress {
+    /// Actions executed.
+    pub actions: AtomicU64,
+    /// Verifier runs.
+    pub verifier_runs: AtomicU64,
+    /// Forks opened.
+    pub forks: AtomicU64,
+    /// Graded leaves.
+    pub leaves: AtomicU64,
+    /// Successful leaves.
+    pub successes: AtomicU64,
+    /// Runtime faults.
+    pub faults: AtomicU64,
+}
+
+/// Errors that stop a whole tree (not a path: those are faults).
+#[derive(Debug, thiserror::Error)]
+pub enum DriverError {
+    /// The environment could not be reset.
+    #[error(transparent)]
+    Env(#[from] EnvError),
+    /// The policy cannot act at the root.
+    #[error(transparent)]
+    Policy(#[from] crate::policy::PolicyError),
+    /// A worker panicked or the tokio runtime failed.
+    #[error("rollout worker failed: {0}")]
+    Worker(String),
+    /// The budget cannot pay for even one action and its verification.
+    #[error("a budget of {0} cannot pay for one action and one verification")]
+    BudgetTooSmall(u64),
+}
+
+struct Shared {
+    env: Arc<dyn Environment>,
+    policy: Arc<dyn Policy>,
+    strategy: Strategy,
+    remaining: AtomicU64,
+    actions: AtomicU64,
+    verifier_runs: AtomicU64,
+    forks: AtomicU64,
+    snapshots: AtomicU64,
+    fork_us: AtomicU64,
+    snapshot_us: AtomicU64,
+    action_us: AtomicU64,
+    verify_us: AtomicU64,
+    progress: Arc<Progress>,
+    root: Snapshot,
+    reference: Option<Vec<AgentAction>>,
+    max_steps: usize,
+}
+
+impl Shared {
+    fn take(&self, n: u64) -> bool {
+        self.remaining
+            .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |r| r.checked_sub(n))
+            .is_ok()
+    }
+
+    fn give_back(&self, n: u64) {
+        self.remaining.fetch_add(n, Ordering::SeqCst);
+    }
+
+    fn candidates(&self, obs: &EnvObservation) -> Vec<AgentAction> {
+        let mut c = self.env.candidates(obs);
+        c.push(AgentAction::Submit);
+        c
+    }
+
+    fn choose(
+        &self,
+        obs: &EnvObservation,
+        candidates: &[AgentAction],
+        history: &[EpisodeStep],
+        rng: &mut Rng,
+    ) -> Result<Choice, crate::policy::PolicyError> {
+        let actions: Vec<AgentAction> = history.iter().map(|s| s.action.clone()).collect();
+        self.policy.choose(
+            &PolicyInput {
+                task: self.env.id(),
+                observation: obs,
+                candidates,
+                history: &actions,
+                reference: self.reference.as_deref(),
+            },
+            rng,
+        )
+    }
+
+    fn verify(&self, history: &[EpisodeStep], last: &Snapshot) -> Verdict {
+        let t = Instant::now();
+        let v = self.env.verify(&Episode {
+            task: self.env.id().to_owned(),
+            root: self.root.clone(),
+            steps: history.to_vec(),
+            last: last.clone(),
+        });
+        self.verify_us.fetch_add(micros(t), Ordering::Relaxed);
+        self.verifier_runs.fetch_add(1, Ordering::Relaxed);
+        self.progress.verifier_runs.fetch_add(1, Ordering::Relaxed);
+        if v.is_fault() {
+            self.progress.faults.fetch_add(1, Ordering::Relaxed);
+        } else {
+            self.progress.leaves.fetch_add(1, Ordering::Relaxed);
+            if v.success() {
+                self.progress.successes.fetch_add(1, Ordering::Relaxed);
+            }
+        }
+        v
+    }
+}
+
+fn micros(t: Instant) -> u64 {
+    u64::try_from(t.elapsed().as_micros()).unwrap_or(u64::MAX)
+}
+
+/// A path to run: take `first` (reserved: one action unless it is `Submit`,
+/// plus one verification) at node `start`, then continue.
+struct Job {
+    start: usize,
+    snapshot: Snapshot,
+    history: Vec<EpisodeStep>,
+    first: Choice,
+    count: u32,
+    seed: u64,
+}
+
+/// One step of a finished path.
+struct SegStep {
+    choice: Choice,
+    count: u32,
+    exit: Option<arbor_runtime::store::object::ExitStatus>,
+    duration_us: u64,
+    snapshot: Snapshot,
+    observation: EnvObservation,
+    candidates: Vec<AgentAction>,
+    origin: Origin,
+}
+
+enum SegEnd {
+    Leaf(Box<Verdict>, bool),
+    Branch(Box<Choice>),
+    Fault(String),
+}
+
+struct Segment {
+    start: usize,
+    steps: Vec<SegStep>,
+    end: SegEnd,
+}
+
+fn is_branch_point(strategy: Strategy, depth: usize, choice: &Choice) -> bool {
+    match strategy {
+        Strategy::Uniform { every, .. } => depth % every == 0,
+        Strategy::Entropy { threshold, .. } => choice.entropy > threshold,
+        Strategy::Uncertainty { .. } | Strategy::Independent { .. } => false,
+    }
+}
+
+/// Run one path (blocking: sandboxes, actions, verification).
+fn run_job(sh: &Shared, job: Job) -> Segment {
+    let mut rng = Rng::derive(job.seed, job.start as u64);
+    let mut steps: Vec<SegStep> = Vec::new();
+    let mut history = job.history;
+    let mut current = job.snapshot;
+    let mut choice = job.first;
+    let mut count = job.count;
+    let mut reserved_action = choice.action != AgentAction::Submit;
+    let mut sandbox: Option<Sandbox> = None;
+    let end = loop {
+        if choice.action == AgentAction::Submit {
+            let verdict = sh.verify(&history, &current);
+            steps.push(SegStep {
+                observation: steps.last().map_or_else(
+                    || submitted_observation(sh, &history),
+                    |s: &SegStep| s.observation.clone(),
+                ),
+                candidates: Vec::new(),
+                choice,
+                count,
+                exit: None,
+                duration_us: 0,
+                snapshot: current.clone(),
+                origin: Origin::Terminal,
+            });
+            break SegEnd::Leaf(Box::new(verdict), false);
+        }
+        if !reserved_action && !sh.take(1) {
+            let verdict = sh.verify(&history, &current);
+            break SegEnd::Leaf(Box::new(verdict), true);
+        }
+        reserved_action = false;
+        if sandbox.is_none() {
+            let t = Instant::now();
+            match current.open() {
+                Ok(sb) => sandbox = Some(sb),
+                Err(e) => break SegEnd::Fault(format!("fork: {e}")),
+            }
+            sh.fork_us.fetch_add(micros(t), Ordering::Relaxed);
+            sh.forks.fetch_add(1, Ordering::Relaxed);
+            sh.progress.forks.fetch_add(1, Ordering::Relaxed);
+        }
+        let Some(sb) = sandbox.as_mut() else {
+            break SegEnd::Fault("no sandbox".to_owned());
+        };
+        let t = Instant::now();
+        let depth = history.len();
+        let result = match sh.env.step(sb, depth, &choice.action) {
+            Ok(r) => r,
+            Err(e) => break SegEnd::Fault(format!("step {depth}: {e}")),
+        };
+        sh.action_us.fetch_add(micros(t), Ordering::Relaxed);
+        sh.actions.fetch_add(1, Ordering::Relaxed);
+        sh.progress.actions.fetch_add(1, Ordering::Relaxed);
+        let t = Instant::now();
+        let snap = match sb.snapshot() {
+            Ok(s) => s,
+            Err(e) => break SegEnd::Fault(format!("snapshot: {e}")),
+        };
+        sh.snapshot_us.fetch_add(micros(t), Ordering::Relaxed);
+        sh.snapshots.fetch_add(1, Ordering::Relaxed);
+        history.push(result.record.clone());
+        let candidates = sh.candidates(&result.observation);
+        steps.push(SegStep {
+            choice,
+            count,
+            exit: Some(result.record.exit),
+            duration_us: result.record.duration_us,
+            snapshot: snap.clone(),
+            observation: result.observation.clone(),
+            candidates: candidates.clone(),
+            origin: Origin::Step,
+        });
+        count = 1;
+        current = snap;
+        if history.len() >= sh.max_steps {
+            let verdict = sh.verify(&history, &current);
+            break SegEnd::Leaf(Box::new(verdict), false);
+        }
+        let next = match sh.choose(&result.observation, &candidates, &history, &mut rng) {
+            Ok(c) => c,
+            Err(e) => break SegEnd::Fault(e.to_string()),
+        };
+        if is_branch_point(sh.strategy, history.len(), &next) {
+            sh.give_back(1); // the verification this path no longer needs
+            break SegEnd::Branch(Box::new(next));
+        }
+        choice = next;
+    };
+    if matches!(end, SegEnd::Fault(_)) {
+        sh.give_back(1);
+        sh.progress.faults.fetch_add(1, Ordering::Relaxed);
+    }
+    Segment {
+        start: job.start,
+        steps,
+        end,
+    }
+}
+
+fn submitted_observation(sh: &Shared, history: &[EpisodeStep]) -> EnvObservation {
+    EnvObservation {
+        task: sh.env.id().to_owned(),
+        instructions: String::new(),
+        step: history.len(),
+        last_action: Some("submit".to_owned()),
+        output: String::new(),
+        exit: None,
+    }
+}
+
+struct Coordinator {
+    sh: Arc<Shared>,
+    tree: RolloutTree,
+    /// The snapshot of each node, by node id.
+    snapshots: Vec<Snapshot>,
+    queue: VecDeque<Job>,
+    jobs: u64,
+    seed: u64,
+    rng: Rng,
+}
+
+impl Coordinator {
+    fn add_node(&mut self, parent_edge: Option<usize>, depth: usize, snapshot: &Snapshot, observation: EnvObservation, candidates: Vec<AgentAction>, origin: Origin) -> usize {
+        let id = self.tree.nodes.len();
+        self.snapshots.push(snapshot.clone());
+        self.tree.nodes.push(Node {
+            id,
+            parent_edge,
+            depth,
+            snapshot: snapshot.id().to_string(),
+            observation,
+            candidates,
+            edges: Vec::new(),
+            leaf: None,
+            origin,
+            fault: None,
+        });
+        id
+    }
+
+    /// The episode steps from the root to `node`.
+    fn history(&self, node: usize) -> Vec<EpisodeStep> {
+        self.tree
+            .path_to(node)
+            .into_iter()
+            .map(|e| {
+                let e = &self.tree.edges[e];
+                EpisodeStep {
+                    action: e.action.clone(),
+                    exit: e.exit.unwrap_or(arbor_runtime::store::object::ExitStatus::Code { code: 0 }),
+                    duration_us: e.duration_us,
+                }
+            })
+            .filter(|s| s.action != AgentAction::Submit)
+            .collect()
+    }
+
+    /// Queue a job taking `choice` (standing for `count` samples) at `node`,
+    /// if the budget pays for it. Returns whether it was queued.
+    fn dispatch(&mut self, node: usize, snapshot: &Snapshot, choice: Choice, count: u32) -> bool {
+        let cost = if choice.action == AgentAction::Submit { 1 } else { 2 };
+        if !self.sh.take(cost) {
+            return false;
+        }
+        self.jobs += 1;
+        let history = self.history(node);
+        self.queue.push_back(Job {
+            start: node,
+            snapshot: snapshot.clone(),
+            history,
+            first: choice,
+            count,
+            seed: self.seed ^ self.jobs.wrapping_mul(0x2545_f491_4f6c_dd1d),
+        });
+        true
+    }
+
+    /// Sample `width` choices at `node` (starting with `pending`), merge
+    /// identical ones (unless `merge` is off), and dispatch them.
+    fn expand(&mut self, node: usize, width: usize, pending: Option<Choice>, merge: bool) -> Result<(), crate::policy::PolicyError> {
+        let snapshot = self.snapshot_of(node);
+        let obs = self.tree.nodes[node].observation.clone();
+        let candidates = self.tree.nodes[node].candidates.clone();
+        let history = self.history(node);
+        let mut samples: Vec<(Choice, u32)> = Vec::new();
+        let mut pending = pending;
+        for _ in 0..width.max(1) {
+            let c = match pending.take() {
+                Some(c) => c,
+                None => self.sh.choose(&obs, &candidates, &history, &mut self.rng)?,
+            };
+            match samples.iter_mut().find(|(s, _)| merge && s.action == c.action) {
+                Some((_, n)) => {
+                    *n += 1;
+                    self.tree.stats.merged += 1;
+                }
+                None => samples.push((c, 1)),
+            }
+        }
+        let mut any = false;
+        for (c, n) in samples {
+            any |= self.dispatch(node, &snapshot, c, n);
+        }
+        if !any && self.tree.nodes[node].edges.is_empty() && self.sh.take(1) {
+            // Nothing could be paid for: grade the node as it stands.
+            let verdict = self.sh.verify(&history, &snapshot);
+            self.tree.nodes[node].leaf = Some(Leaf {
+                verdict,
+                truncated: true,
+            });
+        }
+        Ok(())
+    }
+
+    fn snapshot_of(&self, node: usize) -> Snapshot {
+        self.snapshots[node].clone()
+    }
+
+    /// Add a finished path to the tree; returns the branch node and its pending choice, if any.
+    fn integrate(&mut self, seg: Segment) -> Option<(usize, Choice)> {
+        let mut at = seg.start;
+        for s in seg.steps {
+            let edge = self.tree.edges.len();
+            let depth = self.tree.nodes[at].depth + usize::from(s.origin == Origin::Step);
+            let to = self.add_node(Some(edge), depth, &s.snapshot, s.observation, s.candidates, s.origin);
+            self.tree.edges.push(Edge {
+                id: edge,
+                from: at,
+                to,
+                index: s.choice.index,
+                log_prob: s.choice.log_prob,
+                entropy: s.choice.entropy,
+                policy_version: s.choice.version,
+                tokens: s.choice.tokens,
+                action: s.choice.action,
+                count: s.count,
+                exit: s.exit,
+                duration_us: s.duration_us,
+                reward: 0.0,
+            });
+            self.tree.nodes[at].edges.push(edge);
+            at = to;
+        }
+        match seg.end {
+            SegEnd::Leaf(verdict, truncated) => {
+                self.tree.nodes[at].leaf = Some(Leaf {
+                    verdict: *verdict,
+                    truncated,
+                });
+                None
+            }
+            SegEnd::Branch(choice) => Some((at, *choice)),
+            SegEnd::Fault(message) => {
+                self.tree.stats.faults += 1;
+                self.tree.nodes[at].fault = Some(message);
+                None
+            }
+        }
+    }
+}
+
+/// Grow one tree for `env` under `policy`.
+///
+/// # Errors
+/// The environment cannot be reset, the policy cannot act at the root, the
+/// budget is too small, or a worker panicked.
+pub async fn run_tree(
+    env: Arc<dyn Environment>,
+    policy: Arc<dyn Policy>,
+    cfg: &DriverConfig,
+    progress: Arc<Progress>,
+) -> Result<RolloutTree, DriverError> {
+    if cfg.budget < 2 {
+        return Err(DriverError::BudgetTooSmall(cfg.budget));
+    }
+    let started = Instant::now();
+    let reset_env = Arc::clone(&env);
+    let (root, obs) = tokio::task::spawn_blocking(move || reset_env.reset())
+        .await
+        .map_err(|e| DriverError::Worker(e.to_string()))??;
+    let sh = Arc::new(Shared {
+        reference: env.reference_solution(),
+        max_steps: env.limits().max_steps,
+        env: Arc::clone(&env),
+        policy: Arc::clone(&policy),
+        strategy: cfg.strategy,
+        remaining: AtomicU64::new(cfg.budget),
+        actions: AtomicU64::new(0),
+        verifier_runs: AtomicU64::new(0),
+        forks: AtomicU64::new(0),
+        snapshots: AtomicU64::new(0),
+        fork_us: AtomicU64::new(0),
+        snapshot_us: AtomicU64::new(0),
+        action_us: AtomicU64::new(0),
+        verify_us: AtomicU64::new(0),
+        progress,
+        root: root.clone(),
+    });
+    let mut co = Coordinator {
+        tree: RolloutTree {
+            task: env.id().to_owned(),
+            policy: policy.name(),
+            strategy: cfg.strategy.to_string(),
+            seed: cfg.seed,
+            budget: Budget {
+                limit: cfg.budget,
+                ..Budget::default()
+            },
+            nodes: Vec::new(),
+            edges: Vec::new(),
+            stats: TreeStats::default(),
+        },
+        sh: Arc::clone(&sh),
+        snapshots: Vec::new(),
+        queue: VecDeque::new(),
+        jobs: 0,
+        seed: cfg.seed,
+        rng: Rng::derive(cfg.seed, u64::MAX),
+    };
+    let candidates = sh.candidates(&obs);
+    co.add_node(None, 0, &root, obs, candidates, Origin::Root);
+    match cfg.strategy {
+        Strategy::Uniform { width, .. } => co.expand(0, width, None, true)?,
+        Strategy::Entropy { threshold, width } => {
+            let node = &co.tree.nodes[0];
+            let first = sh.choose(&node.observation, &node.candidates, &[], &mut co.rng)?;
+            let w = if first.entropy > threshold { width } else { 1 };
+            co.expand(0, w, Some(first), true)?;
+        }
+        // Unbranched episodes start lazily, one per free worker (see `next_job`).
+        Strategy::Uncertainty { .. } | Strategy::Independent { .. } => {}
+    }
+    let workers = cfg.workers.max(1);
+    let mut running = tokio::task::JoinSet::new();
+    let mut lazy = Lazy::default();
+    loop {
+        while running.len() < workers {
+            let job = match co.queue.pop_front() {
+                Some(job) => job,
+                None => {
+                    if !co.next_job(cfg.strategy, &mut lazy, workers)? {
+                        break;
+                    }
+                    continue;
+                }
+            };
+            let sh = Arc::clone(&sh);
+            running.spawn_blocking(move || run_job(&sh, job));
+        }
+        if running.is_empty() {
+            break;
+        }
+        let seg = match running.join_next().await {
+            Some(Ok(seg)) => seg,
+            Some(Err(e)) => return Err(DriverError::Worker(e.to_string())),
+            None => continue,
+        };
+        if let Some((node, pending)) = co.integrate(seg) {
+            let width = match cfg.strategy {
+                Strategy::Uniform { width, .. } | Strategy::Entropy { width, .. } => width,
+                _ => 1,
+            };
+            co.expand(node, width, Some(pending), true)?;
+        }
+    }
+    let mut tree = co.tree;
+    tree.budget.actions = sh.actions.load(Ordering::SeqCst);
+    tree.budget.verifier_runs = sh.verifier_runs.load(Ordering::SeqCst);
+    let secs = |a: &AtomicU64| a.load(Ordering::SeqCst) as f64 / 1e6;
+    tree.stats.wall_s = started.elapsed().as_secs_f64();
+    tree.stats.forks = sh.forks.load(Ordering::SeqCst);
+    tree.stats.snapshots = sh.snapshots.load(Ordering::SeqCst);
+    tree.stats.fork_s = secs(&sh.fork_us);
+    tree.stats.snapshot_s = secs(&sh.snapshot_us);
+    tree.stats.action_s = secs(&sh.action_us);
+    tree.stats.verify_s = secs(&sh.verify_us);
+    Ok(tree)
+}
+
+/// State of the strategies' lazy job generators.
+#[derive(Debug, Default)]
+struct Lazy {
+    /// Unbranched episodes started (independent, uncertainty's first phase).
+    started: usize,
+    /// Nodes where no new action could be sampled (uncertainty).
+    exhausted: Vec<bool>,
+    /// Consecutive walks that found nothing new (uniform, entropy).
+    idle_walks: usize,
+}
+
+/// How a walk through the tree ended.
+enum Walk {
+    /// It forked a new path (queued).
+    Queued,
+    /// It ended on a known leaf.
+    Known,
+    /// It reached a node whose paths are still running.
+    Busy,
+}
+
+/// Walks that may end on known leaves in a row before the tree counts as explored.
+const MAX_IDLE_WALKS: usize = 64;
+
+impl Coordinator {
+    /// Queue the strategy's next job when nothing else is queued; returns
+    /// whether one was queued.
+    fn next_job(&mut self, strategy: Strategy, lazy: &mut Lazy, workers: usize) -> Result<bool, crate::policy::PolicyError> {
+        if self.sh.remaining.load(Ordering::SeqCst) < 2 {
+            return Ok(false);
+        }
+        match strategy {
+            Strategy::Independent { episodes } => self.fresh_episode(lazy, episodes),
+            Strategy::Uncertainty { initial } => {
+                if lazy.started < initial {
+                    return self.fresh_episode(lazy, initial);
+                }
+                self.uncertainty_branch(&mut lazy.exhausted, workers)
+            }
+            Strategy::Uniform { .. } | Strategy::Entropy { .. } => {
+                while lazy.idle_walks < MAX_IDLE_WALKS {
+                    match self.walk()? {
+                        Walk::Queued => {
+                            lazy.idle_walks = 0;
+                            return Ok(true);
+                        }
+                        Walk::Known => lazy.idle_walks += 1,
+                        // Wait for the running paths before sampling through them.
+                        Walk::Busy => return Ok(false),
+                    }
+                }
+                Ok(false)
+            }
+        }
+    }
+
+    /// Start one more independent episode at the root (no merging).
+    fn fresh_episode(&mut self, lazy: &mut Lazy, limit: usize) -> Result<bool, crate::policy::PolicyError> {
+        if lazy.started >= limit {
+            return Ok(false);
+        }
+        let node = &self.tree.nodes[0];
+        let c = self.sh.choose(&node.observation, &node.candidates, &[], &mut self.rng)?;
+        lazy.started += 1;
+        let snapshot = self.snapshot_of(0);
+        Ok(self.dispatch(0, &snapshot, c, 1))
+    }
+
+    /// Sample one more episode through the tree: follow (and count) existing
+    /// edges while the sampled action matches one, and fork a new path at the
+    /// first node where it does not.
+    fn walk(&mut self) -> Result<Walk, crate::policy::PolicyError> {
+        let mut node = 0;
+        let mut path = Vec::new();
+        loop {
+            let n = &self.tree.nodes[node];
+            if n.leaf.is_some() || n.fault.is_some() || n.depth >= self.sh.max_steps {
+                return Ok(Walk::Known);
+            }
+            let history = self.history(node);
+            let c = self.sh.choose(&n.observation, &n.candidates, &history, &mut self.rng)?;
+            match n.edges.iter().copied().find(|&e| self.tree.edges[e].action == c.action) {
+                Some(e) => {
+                    path.push(e);
+                    node = self.tree.edges[e].to;
+                }
+                None if n.edges.is_empty() => return Ok(Walk::Busy),
+                None => {
+                    let snapshot = self.snapshot_of(node);
+                    if !self.dispatch(node, &snapshot, c, 1) {
+                        return Ok(Walk::Known);
+                    }
+                    // The walk sampled these edges once more from their states.
+                    for e in path {
+                        self.tree.edges[e].count += 1;
+                    }
+                    return Ok(Walk::Queued);
+                }
+            }
+        }
+    }
+
+    /// Queue a new branch at the node with the highest p̂(1−p̂); returns
+    /// whether anything was queued.
+    fn uncertainty_branch(&mut self, exhausted: &mut Vec<bool>, workers: usize) -> Result<bool, crate::policy::PolicyError> {
+        let _ = workers;
+        exhausted.resize(self.tree.nodes.len(), false);
+        let Some((ct, map)) = self.tree.credit_tree() else {
+            return Ok(false);
+        };
+        let Ok(credit) = estimate(&ct, &CreditConfig::default()) else {
+            return Ok(false);
+        };
+        let max_steps = self.sh.max_steps;
+        let mut ranked: Vec<(f64, usize)> = map
+            .iter()
+            .enumerate()
+            .filter(|(_, n)| {
+                let node = &self.tree.nodes[**n];
+                !exhausted[**n] && node.leaf.is_none() && node.depth < max_steps && !node.edges.is_empty()
+            })
+            .map(|(ci, n)| (credit.nodes[ci].p_var, *n))
+            .collect();
+        ranked.sort_by(|a, b| b.0.total_cmp(&a.0).then(self.tree.nodes[a.1].depth.cmp(&self.tree.nodes[b.1].depth)));
+        for (_, node) in ranked {
+            let obs = self.tree.nodes[node].observation.clone();
+            let candidates = self.tree.nodes[node].candidates.clone();
+            let history = self.history(node);
+            for _ in 0..6 {
+                let c = self.sh.choose(&obs, &candidates, &history, &mut self.rng)?;
+                let known = self.tree.nodes[node]
+                    .edges
+                    .iter()
+                    .any(|&e| self.tree.edges[e].action == c.action);
+                if !known {
+                    let snapshot = self.snapshot_of(node);
+                    return Ok(self.dispatch(node, &snapshot, c, 1));
+                }
+            }
+            exhausted[node] = true;
+        }
+        Ok(false)
+    }
+}
