@@ -200,7 +200,12 @@ pub enum Command {
 #[derive(Debug, clap::Args)]
 pub struct RolloutArgs {
     /// One task.
-    #[arg(long, value_name = "ID", conflicts_with = "split", required_unless_present = "split")]
+    #[arg(
+        long,
+        value_name = "ID",
+        conflicts_with = "split",
+        required_unless_present = "split"
+    )]
     pub task: Option<String>,
     /// Every task of a split: train, heldout-variants or heldout-families.
     #[arg(long, value_name = "S")]

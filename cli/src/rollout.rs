@@ -8,12 +8,12 @@ use std::time::{Duration, Instant};
 
 use anyhow::{Context as _, Result, anyhow};
 use arbor_envs::TaskEnv;
+use arbor_envs::rollout::Environment;
 use arbor_envs::rollout::credit::CreditConfig;
 use arbor_envs::rollout::driver::{DriverConfig, Progress, Strategy, run_tree};
 use arbor_envs::rollout::export::{informative_pairs, pairs, records, svg};
 use arbor_envs::rollout::policy::{Policy, builtin};
 use arbor_envs::rollout::tree::{Forest, RolloutTree, TREE_SCHEMA};
-use arbor_envs::rollout::{Environment, export};
 use arbor_envs::suite::{self, Suite};
 use serde::Serialize;
 
@@ -63,7 +63,8 @@ pub fn rollout(ctx: &Ctx, args: &RolloutArgs) -> Result<i32> {
         .strategy
         .parse()
         .map_err(|e: String| anyhow!(UsageError(e)))?;
-    let policy: Arc<dyn Policy> = Arc::from(builtin(&args.policy).map_err(|e| anyhow!(UsageError(e)))?);
+    let policy: Arc<dyn Policy> =
+        Arc::from(builtin(&args.policy).map_err(|e| anyhow!(UsageError(e)))?);
     let dir = args.tasks.clone().unwrap_or_else(suite::bundled_dir);
     let suite = Suite::load(&dir).map_err(|e| anyhow!(UsageError(e.to_string())))?;
     let specs = match (&args.task, &args.split) {
@@ -114,7 +115,11 @@ pub fn rollout(ctx: &Ctx, args: &RolloutArgs) -> Result<i32> {
                         a as f64 / secs,
                         f as f64 / secs,
                         wins,
-                        if faults > 0 { format!(", {faults} faults") } else { String::new() }
+                        if faults > 0 {
+                            format!(", {faults} faults")
+                        } else {
+                            String::new()
+                        }
                     ));
                 }
             })
@@ -144,16 +149,26 @@ pub fn rollout(ctx: &Ctx, args: &RolloutArgs) -> Result<i32> {
     let mut tags = 0;
     for t in &forest.trees {
         for n in t.nodes.iter().filter(|n| n.edges.is_empty()) {
-            let id = n.snapshot.parse().map_err(|e| anyhow!("snapshot id {}: {e}", n.snapshot))?;
+            let id = n
+                .snapshot
+                .parse()
+                .map_err(|e| anyhow!("snapshot id {}: {e}", n.snapshot))?;
             ctx.store()
                 .set_tag(&format!("rollout.{key}.{}.{}", t.task, n.id), &id)?;
             tags += 1;
         }
     }
+    // The trees themselves go into the store too, as a one-file snapshot
+    // tagged `rollout.KEY` (verified on every read, kept by gc):
+    // `arbor credit rollout.KEY` reads it back after any restart.
+    let stored = format!("rollout.{key}");
+    let tmp = tempfile::tempdir().context("tempdir")?;
+    std::fs::write(tmp.path().join(FOREST_FILE), &text).context("stage the trees")?;
+    ctx.runtime.import(tmp.path(), Some(&stored))?;
     let summaries: Vec<TreeSummary> = forest.trees.iter().map(summary).collect();
     emit(
         ctx.json,
-        &serde_json::json!({ "out": args.out, "trees": summaries, "tags": tags }),
+        &serde_json::json!({ "out": args.out, "stored": stored, "trees": summaries, "tags": tags }),
         || {
             let rows: Vec<Vec<String>> = summaries
                 .iter()
@@ -162,7 +177,8 @@ pub fn rollout(ctx: &Ctx, args: &RolloutArgs) -> Result<i32> {
                         s.task.clone(),
                         s.nodes.to_string(),
                         s.leaves.to_string(),
-                        s.success_rate.map_or("-".to_owned(), |r| format!("{:.0}%", r * 100.0)),
+                        s.success_rate
+                            .map_or("-".to_owned(), |r| format!("{:.0}%", r * 100.0)),
                         format!("{}+{}", s.actions, s.verifier_runs),
                         s.forks.to_string(),
                         s.faults.to_string(),
@@ -172,11 +188,21 @@ pub fn rollout(ctx: &Ctx, args: &RolloutArgs) -> Result<i32> {
                 })
                 .collect();
             let mut out = table(
-                &["TASK", "NODES", "LEAVES", "SUCCESS", "ACTIONS+VERIFY", "FORKS", "FAULTS", "WALL", "FORK+SNAP"],
+                &[
+                    "TASK",
+                    "NODES",
+                    "LEAVES",
+                    "SUCCESS",
+                    "ACTIONS+VERIFY",
+                    "FORKS",
+                    "FAULTS",
+                    "WALL",
+                    "FORK+SNAP",
+                ],
                 &rows,
             );
             out.push_str(&format!(
-                "wrote {} ({} trees); {tags} leaf tags keep their snapshots from gc\n",
+                "wrote {} ({} trees), stored as {stored}; {tags} leaf tags keep their snapshots from gc\n",
                 args.out.display(),
                 summaries.len()
             ));
@@ -191,12 +217,38 @@ fn hex_prefix(bytes: &[u8]) -> String {
     h.to_hex()[..12].to_owned()
 }
 
-/// Load a trees file.
-pub fn load_forest(path: &Path) -> Result<Forest> {
-    let text = std::fs::read(path)
-        .map_err(|e| anyhow!(UsageError(format!("{}: cannot read: {e}", path.display()))))?;
-    let forest: Forest = serde_json::from_slice(&text)
-        .map_err(|e| anyhow!(UsageError(format!("{}: not a trees file: {e}", path.display()))))?;
+/// The file name of the trees inside their stored snapshot.
+const FOREST_FILE: &str = "forest.json";
+
+/// Load trees: a file written by `arbor rollout`, or the stored copy
+/// (`rollout.KEY`, or any snapshot holding `forest.json`), checked out
+/// with every byte verified.
+pub fn load_forest(ctx: &Ctx, path: &Path) -> Result<Forest> {
+    let text = if path.is_file() {
+        std::fs::read(path)
+            .map_err(|e| anyhow!(UsageError(format!("{}: cannot read: {e}", path.display()))))?
+    } else {
+        let name = path.to_string_lossy();
+        let snap = ctx.runtime.resolve(&name).map_err(|e| {
+            anyhow!(UsageError(format!(
+                "{name}: neither a trees file nor a stored rollout ({e})"
+            )))
+        })?;
+        let tmp = tempfile::tempdir().context("tempdir")?;
+        let dest = tmp.path().join("out");
+        ctx.runtime.checkout(&snap, &dest)?;
+        std::fs::read(dest.join(FOREST_FILE)).map_err(|e| {
+            anyhow!(UsageError(format!(
+                "{name}: the snapshot holds no {FOREST_FILE}: {e}"
+            )))
+        })?
+    };
+    let forest: Forest = serde_json::from_slice(&text).map_err(|e| {
+        anyhow!(UsageError(format!(
+            "{}: not a trees file: {e}",
+            path.display()
+        )))
+    })?;
     if forest.schema != TREE_SCHEMA {
         return Err(anyhow!(UsageError(format!(
             "{}: schema {:?}, this arbor reads {TREE_SCHEMA:?}",
@@ -230,9 +282,11 @@ pub fn credit(
     gamma: f64,
 ) -> Result<i32> {
     if !(0.0..=1.0).contains(&gamma) {
-        return Err(anyhow!(UsageError(format!("--gamma {gamma} is not in [0, 1]"))));
+        return Err(anyhow!(UsageError(format!(
+            "--gamma {gamma} is not in [0, 1]"
+        ))));
     }
-    let forest = load_forest(tree)?;
+    let forest = load_forest(ctx, tree)?;
     let cfg = CreditConfig {
         gamma,
         ..CreditConfig::default()
@@ -274,7 +328,6 @@ pub fn credit(
             .ok_or_else(|| anyhow!(UsageError("the file holds no tree".to_owned())))?;
         std::fs::write(p, svg(first, &cfg)?).with_context(|| format!("write {}", p.display()))?;
     }
-    let _ = export::RECORD_SCHEMA;
     emit(
         ctx.json,
         &serde_json::json!({ "trees": rows, "records": all_records.len(), "pairs": all_pairs.len() }),
@@ -293,10 +346,21 @@ pub fn credit(
                 })
                 .collect();
             let mut s = table(
-                &["TASK", "EDGES", "BRANCH POINTS", "(S,A) WITH A≠0", "MEAN |A|", "PAIRS"],
+                &[
+                    "TASK",
+                    "EDGES",
+                    "BRANCH POINTS",
+                    "(S,A) WITH A≠0",
+                    "MEAN |A|",
+                    "PAIRS",
+                ],
                 &body,
             );
-            for (what, p) in [("advantages", export_to), ("pairs", pairs_to), ("plot", plot)] {
+            for (what, p) in [
+                ("advantages", export_to),
+                ("pairs", pairs_to),
+                ("plot", plot),
+            ] {
                 if let Some(p) = p {
                     s.push_str(&format!("{what}: {}\n", p.display()));
                 }

@@ -27,7 +27,9 @@ use arbor_runtime::{Sandbox, Snapshot};
 use serde::{Deserialize, Serialize};
 
 use crate::credit::{CreditConfig, estimate};
-use crate::env::{AgentAction, EnvError, EnvObservation, Environment, Episode, EpisodeStep, Verdict};
+use crate::env::{
+    AgentAction, EnvError, EnvObservation, Environment, Episode, EpisodeStep, Verdict,
+};
 use crate::policy::{Choice, Policy, PolicyInput, Rng};
 use crate::tree::{Budget, Edge, Leaf, Node, Origin, RolloutTree, TreeStats};
 
@@ -321,7 +323,7 @@ struct Segment {
 
 fn is_branch_point(strategy: Strategy, depth: usize, choice: &Choice) -> bool {
     match strategy {
-        Strategy::Uniform { every, .. } => depth % every == 0,
+        Strategy::Uniform { every, .. } => depth.is_multiple_of(every),
         Strategy::Entropy { threshold, .. } => choice.entropy > threshold,
         Strategy::Uncertainty { .. } | Strategy::Independent { .. } => false,
     }
@@ -451,7 +453,15 @@ struct Coordinator {
 }
 
 impl Coordinator {
-    fn add_node(&mut self, parent_edge: Option<usize>, depth: usize, snapshot: &Snapshot, observation: EnvObservation, candidates: Vec<AgentAction>, origin: Origin) -> usize {
+    fn add_node(
+        &mut self,
+        parent_edge: Option<usize>,
+        depth: usize,
+        snapshot: &Snapshot,
+        observation: EnvObservation,
+        candidates: Vec<AgentAction>,
+        origin: Origin,
+    ) -> usize {
         let id = self.tree.nodes.len();
         self.snapshots.push(snapshot.clone());
         self.tree.nodes.push(Node {
@@ -478,7 +488,9 @@ impl Coordinator {
                 let e = &self.tree.edges[e];
                 EpisodeStep {
                     action: e.action.clone(),
-                    exit: e.exit.unwrap_or(arbor_runtime::store::object::ExitStatus::Code { code: 0 }),
+                    exit: e
+                        .exit
+                        .unwrap_or(arbor_runtime::store::object::ExitStatus::Code { code: 0 }),
                     duration_us: e.duration_us,
                 }
             })
@@ -489,7 +501,11 @@ impl Coordinator {
     /// Queue a job taking `choice` (standing for `count` samples) at `node`,
     /// if the budget pays for it. Returns whether it was queued.
     fn dispatch(&mut self, node: usize, snapshot: &Snapshot, choice: Choice, count: u32) -> bool {
-        let cost = if choice.action == AgentAction::Submit { 1 } else { 2 };
+        let cost = if choice.action == AgentAction::Submit {
+            1
+        } else {
+            2
+        };
         if !self.sh.take(cost) {
             return false;
         }
@@ -508,7 +524,13 @@ impl Coordinator {
 
     /// Sample `width` choices at `node` (starting with `pending`), merge
     /// identical ones (unless `merge` is off), and dispatch them.
-    fn expand(&mut self, node: usize, width: usize, pending: Option<Choice>, merge: bool) -> Result<(), crate::policy::PolicyError> {
+    fn expand(
+        &mut self,
+        node: usize,
+        width: usize,
+        pending: Option<Choice>,
+        merge: bool,
+    ) -> Result<(), crate::policy::PolicyError> {
         let snapshot = self.snapshot_of(node);
         let obs = self.tree.nodes[node].observation.clone();
         let candidates = self.tree.nodes[node].candidates.clone();
@@ -520,7 +542,10 @@ impl Coordinator {
                 Some(c) => c,
                 None => self.sh.choose(&obs, &candidates, &history, &mut self.rng)?,
             };
-            match samples.iter_mut().find(|(s, _)| merge && s.action == c.action) {
+            match samples
+                .iter_mut()
+                .find(|(s, _)| merge && s.action == c.action)
+            {
                 Some((_, n)) => {
                     *n += 1;
                     self.tree.stats.merged += 1;
@@ -553,7 +578,14 @@ impl Coordinator {
         for s in seg.steps {
             let edge = self.tree.edges.len();
             let depth = self.tree.nodes[at].depth + usize::from(s.origin == Origin::Step);
-            let to = self.add_node(Some(edge), depth, &s.snapshot, s.observation, s.candidates, s.origin);
+            let to = self.add_node(
+                Some(edge),
+                depth,
+                &s.snapshot,
+                s.observation,
+                s.candidates,
+                s.origin,
+            );
             self.tree.edges.push(Edge {
                 id: edge,
                 from: at,
@@ -735,7 +767,12 @@ const MAX_IDLE_WALKS: usize = 64;
 impl Coordinator {
     /// Queue the strategy's next job when nothing else is queued; returns
     /// whether one was queued.
-    fn next_job(&mut self, strategy: Strategy, lazy: &mut Lazy, workers: usize) -> Result<bool, crate::policy::PolicyError> {
+    fn next_job(
+        &mut self,
+        strategy: Strategy,
+        lazy: &mut Lazy,
+        workers: usize,
+    ) -> Result<bool, crate::policy::PolicyError> {
         if self.sh.remaining.load(Ordering::SeqCst) < 2 {
             return Ok(false);
         }
@@ -765,12 +802,18 @@ impl Coordinator {
     }
 
     /// Start one more independent episode at the root (no merging).
-    fn fresh_episode(&mut self, lazy: &mut Lazy, limit: usize) -> Result<bool, crate::policy::PolicyError> {
+    fn fresh_episode(
+        &mut self,
+        lazy: &mut Lazy,
+        limit: usize,
+    ) -> Result<bool, crate::policy::PolicyError> {
         if lazy.started >= limit {
             return Ok(false);
         }
         let node = &self.tree.nodes[0];
-        let c = self.sh.choose(&node.observation, &node.candidates, &[], &mut self.rng)?;
+        let c = self
+            .sh
+            .choose(&node.observation, &node.candidates, &[], &mut self.rng)?;
         lazy.started += 1;
         let snapshot = self.snapshot_of(0);
         Ok(self.dispatch(0, &snapshot, c, 1))
@@ -788,8 +831,15 @@ impl Coordinator {
                 return Ok(Walk::Known);
             }
             let history = self.history(node);
-            let c = self.sh.choose(&n.observation, &n.candidates, &history, &mut self.rng)?;
-            match n.edges.iter().copied().find(|&e| self.tree.edges[e].action == c.action) {
+            let c = self
+                .sh
+                .choose(&n.observation, &n.candidates, &history, &mut self.rng)?;
+            match n
+                .edges
+                .iter()
+                .copied()
+                .find(|&e| self.tree.edges[e].action == c.action)
+            {
                 Some(e) => {
                     path.push(e);
                     node = self.tree.edges[e].to;
@@ -812,7 +862,11 @@ impl Coordinator {
 
     /// Queue a new branch at the node with the highest p̂(1−p̂); returns
     /// whether anything was queued.
-    fn uncertainty_branch(&mut self, exhausted: &mut Vec<bool>, workers: usize) -> Result<bool, crate::policy::PolicyError> {
+    fn uncertainty_branch(
+        &mut self,
+        exhausted: &mut Vec<bool>,
+        workers: usize,
+    ) -> Result<bool, crate::policy::PolicyError> {
         let _ = workers;
         exhausted.resize(self.tree.nodes.len(), false);
         let Some((ct, map)) = self.tree.credit_tree() else {
@@ -827,11 +881,17 @@ impl Coordinator {
             .enumerate()
             .filter(|(_, n)| {
                 let node = &self.tree.nodes[**n];
-                !exhausted[**n] && node.leaf.is_none() && node.depth < max_steps && !node.edges.is_empty()
+                !exhausted[**n]
+                    && node.leaf.is_none()
+                    && node.depth < max_steps
+                    && !node.edges.is_empty()
             })
             .map(|(ci, n)| (credit.nodes[ci].p_var, *n))
             .collect();
-        ranked.sort_by(|a, b| b.0.total_cmp(&a.0).then(self.tree.nodes[a.1].depth.cmp(&self.tree.nodes[b.1].depth)));
+        ranked.sort_by(|a, b| {
+            b.0.total_cmp(&a.0)
+                .then(self.tree.nodes[a.1].depth.cmp(&self.tree.nodes[b.1].depth))
+        });
         for (_, node) in ranked {
             let obs = self.tree.nodes[node].observation.clone();
             let candidates = self.tree.nodes[node].candidates.clone();

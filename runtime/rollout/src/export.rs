@@ -102,6 +102,11 @@ pub struct PreferencePair {
     pub rejected_q: f64,
 }
 
+/// A tree's credit with its node maps: `(credit, map, inverse)`, where
+/// `map[credit node] = rollout node` and `inverse[rollout node] = credit node`
+/// (`usize::MAX` for nodes left out).
+pub type TreeCredit = (Credit, Vec<usize>, Vec<usize>);
+
 /// Credit of a tree (faulted and unfinished branches excluded), with the
 /// credit-node → rollout-node map. `None` when no graded leaf is left.
 ///
@@ -110,7 +115,7 @@ pub struct PreferencePair {
 pub fn tree_credit(
     tree: &RolloutTree,
     cfg: &CreditConfig,
-) -> Result<Option<(Credit, Vec<usize>, Vec<usize>)>, CreditError> {
+) -> Result<Option<TreeCredit>, CreditError> {
     let Some((ct, map)) = tree.credit_tree() else {
         return Ok(None);
     };
@@ -126,7 +131,10 @@ pub fn tree_credit(
 ///
 /// # Errors
 /// When the tree is malformed.
-pub fn records(tree: &RolloutTree, cfg: &CreditConfig) -> Result<Vec<AdvantageRecord>, CreditError> {
+pub fn records(
+    tree: &RolloutTree,
+    cfg: &CreditConfig,
+) -> Result<Vec<AdvantageRecord>, CreditError> {
     let Some((credit, map, inverse)) = tree_credit(tree, cfg)? else {
         return Ok(Vec::new());
     };
@@ -200,13 +208,20 @@ pub fn records(tree: &RolloutTree, cfg: &CreditConfig) -> Result<Vec<AdvantageRe
 ///
 /// # Errors
 /// When the tree is malformed.
-pub fn pairs(tree: &RolloutTree, cfg: &CreditConfig, margin: f64) -> Result<Vec<PreferencePair>, CreditError> {
+pub fn pairs(
+    tree: &RolloutTree,
+    cfg: &CreditConfig,
+    margin: f64,
+) -> Result<Vec<PreferencePair>, CreditError> {
     let recs = records(tree, cfg)?;
     let mut out = Vec::new();
     let mut by_state: std::collections::BTreeMap<(&str, usize), Vec<&AdvantageRecord>> =
         std::collections::BTreeMap::new();
     for r in &recs {
-        by_state.entry((r.state.as_str(), r.depth)).or_default().push(r);
+        by_state
+            .entry((r.state.as_str(), r.depth))
+            .or_default()
+            .push(r);
     }
     for group in by_state.values() {
         for a in group {
@@ -363,7 +378,11 @@ pub fn svg(tree: &RolloutTree, cfg: &CreditConfig) -> Result<String, CreditError
     let mut y = vec![0.0f64; n];
     let mut next_leaf = 0.0;
     fn place(tree: &RolloutTree, node: usize, y: &mut [f64], next: &mut f64) {
-        let kids: Vec<usize> = tree.nodes[node].edges.iter().map(|&e| tree.edges[e].to).collect();
+        let kids: Vec<usize> = tree.nodes[node]
+            .edges
+            .iter()
+            .map(|&e| tree.edges[e].to)
+            .collect();
         if kids.is_empty() {
             y[node] = *next;
             *next += 1.0;
@@ -383,7 +402,11 @@ pub fn svg(tree: &RolloutTree, cfg: &CreditConfig) -> Result<String, CreditError
     let height = pad * 2.0 + dy * next_leaf.max(1.0);
     let pos = |node: usize| {
         let d = tree.nodes[node].depth as f64
-            + if tree.nodes[node].origin == crate::tree::Origin::Terminal { 0.5 } else { 0.0 };
+            + if tree.nodes[node].origin == crate::tree::Origin::Terminal {
+                0.5
+            } else {
+                0.0
+            };
         (pad + d * dx, pad + y[node] * dy)
     };
     let mut s = format!(
@@ -391,7 +414,8 @@ pub fn svg(tree: &RolloutTree, cfg: &CreditConfig) -> Result<String, CreditError
         xml(&tree.task),
         xml(&tree.policy),
         xml(&tree.strategy),
-        tree.success_rate().map_or("n/a".to_owned(), |r| format!("{:.0}%", r * 100.0)),
+        tree.success_rate()
+            .map_or("n/a".to_owned(), |r| format!("{:.0}%", r * 100.0)),
     );
     for e in &tree.edges {
         let (x1, y1) = pos(e.from);
@@ -412,7 +436,11 @@ pub fn svg(tree: &RolloutTree, cfg: &CreditConfig) -> Result<String, CreditError
             Some(c.edges[ci][k].q)
         });
         if let Some(q) = q {
-            let label = if e.count > 1 { format!("{q:.2}×{}", e.count) } else { format!("{q:.2}") };
+            let label = if e.count > 1 {
+                format!("{q:.2}×{}", e.count)
+            } else {
+                format!("{q:.2}")
+            };
             s.push_str(&format!(
                 "<text x=\"{:.1}\" y=\"{:.1}\" fill=\"#345\"><title>{}</title>{label}</text>\n",
                 (x1 + x2) / 2.0 - 10.0,

@@ -132,7 +132,10 @@ pub fn sample_index(p: &[f64], rng: &mut Rng) -> usize {
 
 /// Entropy (nats) of a distribution.
 pub fn entropy(p: &[f64]) -> f64 {
-    -p.iter().filter(|x| **x > 0.0).map(|x| x * x.ln()).sum::<f64>()
+    -p.iter()
+        .filter(|x| **x > 0.0)
+        .map(|x| x * x.ln())
+        .sum::<f64>()
 }
 
 fn index_of(candidates: &[AgentAction], a: &AgentAction) -> Option<usize> {
@@ -218,7 +221,14 @@ impl MixturePolicy {
         let gold = gold_action(input)?;
         let k = input.candidates.len();
         let mut actions: Vec<AgentAction> = input.candidates.to_vec();
-        let mut probs = vec![if k == 0 { 0.0 } else { (1.0 - self.p) / k as f64 }; k];
+        let mut probs = vec![
+            if k == 0 {
+                0.0
+            } else {
+                (1.0 - self.p) / k as f64
+            };
+            k
+        ];
         let p_gold = if k == 0 { 1.0 } else { self.p };
         match index_of(&actions, &gold) {
             Some(i) => probs[i] += p_gold,
@@ -358,14 +368,19 @@ impl Policy for CommandPolicy {
                 (a, i)
             }
             (None, Some(i)) => (
-                input
-                    .candidates
-                    .get(i)
-                    .cloned()
-                    .ok_or_else(|| fail(format!("index {i} is not a candidate (0..{})", input.candidates.len())))?,
+                input.candidates.get(i).cloned().ok_or_else(|| {
+                    fail(format!(
+                        "index {i} is not a candidate (0..{})",
+                        input.candidates.len()
+                    ))
+                })?,
                 Some(i),
             ),
-            _ => return Err(fail("answer with exactly one of `action` and `index`".to_owned())),
+            _ => {
+                return Err(fail(
+                    "answer with exactly one of `action` and `index`".to_owned(),
+                ));
+            }
         };
         let tokens = match (reply.tokens, reply.token_log_probs) {
             (Some(ids), Some(lp)) if ids.len() == lp.len() => Some(Tokens { ids, log_probs: lp }),
@@ -530,7 +545,12 @@ mod tests {
         let bad = CommandPolicy {
             command: "echo nonsense".into(),
         };
-        assert!(bad.choose(&input, &mut Rng::new(1)).unwrap_err().to_string().contains("not a reply"));
+        assert!(
+            bad.choose(&input, &mut Rng::new(1))
+                .unwrap_err()
+                .to_string()
+                .contains("not a reply")
+        );
         assert!(builtin("mixture:1.5").is_err());
         assert_eq!(builtin("mixture:0.3").unwrap().name(), "mixture(0.3)");
     }

@@ -174,11 +174,12 @@ impl RolloutTree {
 
     /// Successful leaves over graded leaves.
     pub fn success_rate(&self) -> Option<f64> {
-        let (n, s) = self
-            .graded_leaves()
-            .fold((0usize, 0usize), |(n, s), l| {
-                (n + 1, s + usize::from(l.leaf.as_ref().is_some_and(|l| l.verdict.success())))
-            });
+        let (n, s) = self.graded_leaves().fold((0usize, 0usize), |(n, s), l| {
+            (
+                n + 1,
+                s + usize::from(l.leaf.as_ref().is_some_and(|l| l.verdict.success())),
+            )
+        });
         (n > 0).then(|| s as f64 / n as f64)
     }
 
