@@ -80,7 +80,19 @@ heading "7. Replay that chain from its root in fresh forks and compare every obs
 note "unittest prints its own duration, so that step may be reported divergent: replay names it"
 run arbor replay fork-1-tested || true
 
-heading "8. Collect garbage (what no tag reaches), then verify the whole store"
+heading "8. A bundled task, graded by the layered verifier: its gold solution and an attack"
+run arbor task show py-stats-1 | head -12
+printf '[{"exec": "echo all tests passed"}, {"write": "conftest.py", "content": "import os\\n"}]\n' >"$scratch/attack.json"
+run arbor task run py-stats-1 --actions "$scratch/attack.json" | tail -6
+
+heading "9. Branched rollouts: fork real snapshots where the policy branches, then credit"
+out="$root/target/arbor-demo"
+mkdir -p "$out"
+run arbor rollout --task py-stats-1 --policy mixture:0.6 --branch uniform:3:2 --budget 60 --out "$out/trees.json"
+run arbor credit "$out/trees.json" --export "$out/advantages.jsonl" --pairs "$out/pairs.jsonl" --plot "$out/tree.svg"
+note "kept after the demo: one advantage record per edge in $out/advantages.jsonl, the tree drawn in $out/tree.svg"
+
+heading "10. Collect garbage (what no tag reaches), then verify the whole store"
 run arbor gc
 run arbor fsck
 

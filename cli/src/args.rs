@@ -185,6 +185,10 @@ pub enum Command {
         #[arg(long, value_name = "G", default_value_t = 1.0)]
         gamma: f64,
     },
+    /// Train the default policy network (needs the `train` feature, on in
+    /// the Makefile targets): attached training with checkpoints, offline
+    /// PPO from exported advantage records, or the three-arm comparison.
+    Train(Box<TrainArgs>),
     /// Tasks: list, show, validate, and run actions against one.
     Task {
         /// The task folder [default: $ARBOR_TASKS, else the bundled envs/tasks].
@@ -229,6 +233,43 @@ pub struct RolloutArgs {
     /// Where to write the trees (JSON, schema arbor.rollout-forest/1).
     #[arg(long, value_name = "TREE")]
     pub out: PathBuf,
+    /// The task folder [default: $ARBOR_TASKS, else the bundled envs/tasks].
+    #[arg(long, value_name = "DIR")]
+    pub tasks: Option<PathBuf>,
+}
+
+/// `arbor train`.
+#[derive(Debug, clap::Args)]
+pub struct TrainArgs {
+    /// Run the experiment: BC+branched PPO, BC+GRPO and branched PPO without
+    /// a warm start, at an equal environment budget, evaluated on
+    /// heldout-variants and heldout-families.
+    #[arg(long)]
+    pub compare: bool,
+    /// With --compare: the labelled smoke version (one seed per arm, a small budget).
+    #[arg(long, requires = "compare")]
+    pub smoke: bool,
+    /// Seeds, comma-separated (default: 1,2,3 for --compare, 1 otherwise).
+    #[arg(long, value_delimiter = ',', value_name = "S,...")]
+    pub seeds: Option<Vec<u64>>,
+    /// Environment budget (actions + verifier runs) per arm and seed, or for this run.
+    #[arg(long, value_name = "N")]
+    pub budget: Option<u64>,
+    /// Train offline from exported advantage records (`arbor credit --export`).
+    #[arg(long, value_name = "FILE", conflicts_with = "compare")]
+    pub records: Option<PathBuf>,
+    /// Checkpoint directory: written at the end (weights, optimiser state, counters, curve).
+    #[arg(long, value_name = "DIR", conflicts_with = "compare")]
+    pub checkpoint: Option<PathBuf>,
+    /// Continue from the checkpoint in --checkpoint.
+    #[arg(long, requires = "checkpoint")]
+    pub resume: bool,
+    /// Where reports, plots and checkpoints of --compare go.
+    #[arg(long, value_name = "DIR", default_value = "target/arbor-train")]
+    pub out: PathBuf,
+    /// Rollout workers [default: the number of CPUs].
+    #[arg(long, value_name = "N")]
+    pub workers: Option<usize>,
     /// The task folder [default: $ARBOR_TASKS, else the bundled envs/tasks].
     #[arg(long, value_name = "DIR")]
     pub tasks: Option<PathBuf>,

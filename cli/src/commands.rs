@@ -81,6 +81,7 @@ pub fn run(ctx: &Ctx, command: Command) -> Result<i32> {
         Command::Fsck => fsck(ctx),
         Command::Task { tasks, command } => crate::task::run(ctx, tasks.as_deref(), command),
         Command::Rollout(args) => crate::rollout::rollout(ctx, &args),
+        Command::Train(args) => crate::train::train(ctx, &args),
         Command::Credit {
             tree,
             export,

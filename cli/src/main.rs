@@ -18,6 +18,7 @@ mod output;
 mod render;
 mod rollout;
 mod task;
+mod train;
 
 use anyhow::Result;
 use arbor_runtime::{Runtime, RuntimeOptions};
@@ -58,11 +59,15 @@ fn run(cli: Cli) -> Result<i32> {
     // One-shot commands open each sandbox when needed; fanout opens them
     // concurrently itself. A warm pool would only prepare helpers to kill.
     options.warm_helpers = 0;
-    if let args::Command::Rollout(r) = &cli.command {
+    let workers = match &cli.command {
+        args::Command::Rollout(r) => Some(r.workers),
+        args::Command::Train(t) => Some(t.workers),
+        _ => None,
+    };
+    if let Some(w) = workers {
         // Rollouts fork continually: keep helpers prepared for every worker.
-        options.warm_helpers = r
-            .workers
-            .unwrap_or_else(|| std::thread::available_parallelism().map_or(1, usize::from));
+        options.warm_helpers =
+            w.unwrap_or_else(|| std::thread::available_parallelism().map_or(1, usize::from));
     }
     let runtime = Runtime::open(options)?;
     commands::run(

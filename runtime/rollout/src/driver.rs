@@ -63,6 +63,14 @@ pub enum Strategy {
         /// Episodes.
         episodes: usize,
     },
+    /// `episodes` on-policy episodes sampled through one shared tree: an
+    /// episode follows (and counts) existing edges while its actions match
+    /// and forks where they differ, so repeated prefixes cost nothing. The
+    /// root's V̂ is then the Monte-Carlo success estimate (evaluation).
+    Sample {
+        /// Episodes.
+        episodes: usize,
+    },
 }
 
 impl FromStr for Strategy {
@@ -126,8 +134,14 @@ impl FromStr for Strategy {
                     episodes: num(0, 8)?,
                 })
             }
+            "sample" => {
+                too_many(1)?;
+                Ok(Self::Sample {
+                    episodes: num(0, 20)?,
+                })
+            }
             _ => Err(format!(
-                "unknown branching strategy {s:?} (uniform[:W[:K]], entropy[:T[:W]], uncertainty[:N], independent[:N])"
+                "unknown branching strategy {s:?} (uniform[:W[:K]], entropy[:T[:W]], uncertainty[:N], independent[:N], sample[:N])"
             )),
         }
     }
@@ -140,6 +154,7 @@ impl fmt::Display for Strategy {
             Self::Entropy { threshold, width } => write!(f, "entropy:{threshold}:{width}"),
             Self::Uncertainty { initial } => write!(f, "uncertainty:{initial}"),
             Self::Independent { episodes } => write!(f, "independent:{episodes}"),
+            Self::Sample { episodes } => write!(f, "sample:{episodes}"),
         }
     }
 }
@@ -325,7 +340,9 @@ fn is_branch_point(strategy: Strategy, depth: usize, choice: &Choice) -> bool {
     match strategy {
         Strategy::Uniform { every, .. } => depth.is_multiple_of(every),
         Strategy::Entropy { threshold, .. } => choice.entropy > threshold,
-        Strategy::Uncertainty { .. } | Strategy::Independent { .. } => false,
+        Strategy::Uncertainty { .. } | Strategy::Independent { .. } | Strategy::Sample { .. } => {
+            false
+        }
     }
 }
 
@@ -691,7 +708,7 @@ pub async fn run_tree(
             co.expand(0, w, Some(first), true)?;
         }
         // Unbranched episodes start lazily, one per free worker (see `next_job`).
-        Strategy::Uncertainty { .. } | Strategy::Independent { .. } => {}
+        Strategy::Uncertainty { .. } | Strategy::Independent { .. } | Strategy::Sample { .. } => {}
     }
     let workers = cfg.workers.max(1);
     let mut running = tokio::task::JoinSet::new();
@@ -784,9 +801,25 @@ impl Coordinator {
                 }
                 self.uncertainty_branch(&mut lazy.exhausted, workers)
             }
+            Strategy::Sample { episodes } => {
+                if lazy.started == 0 {
+                    return self.fresh_episode(lazy, episodes);
+                }
+                while lazy.started < episodes {
+                    match self.walk(true)? {
+                        Walk::Queued => {
+                            lazy.started += 1;
+                            return Ok(true);
+                        }
+                        Walk::Known => lazy.started += 1,
+                        Walk::Busy => return Ok(false),
+                    }
+                }
+                Ok(false)
+            }
             Strategy::Uniform { .. } | Strategy::Entropy { .. } => {
                 while lazy.idle_walks < MAX_IDLE_WALKS {
-                    match self.walk()? {
+                    match self.walk(false)? {
                         Walk::Queued => {
                             lazy.idle_walks = 0;
                             return Ok(true);
@@ -822,12 +855,19 @@ impl Coordinator {
     /// Sample one more episode through the tree: follow (and count) existing
     /// edges while the sampled action matches one, and fork a new path at the
     /// first node where it does not.
-    fn walk(&mut self) -> Result<Walk, crate::policy::PolicyError> {
+    /// With `count_known`, a walk that ends on a known leaf counts as a
+    /// sampled episode too (its edges' counts go up).
+    fn walk(&mut self, count_known: bool) -> Result<Walk, crate::policy::PolicyError> {
         let mut node = 0;
-        let mut path = Vec::new();
+        let mut path: Vec<usize> = Vec::new();
         loop {
             let n = &self.tree.nodes[node];
             if n.leaf.is_some() || n.fault.is_some() || n.depth >= self.sh.max_steps {
+                if count_known && n.leaf.is_some() {
+                    for e in path {
+                        self.tree.edges[e].count += 1;
+                    }
+                }
                 return Ok(Walk::Known);
             }
             let history = self.history(node);

@@ -1,0 +1,244 @@
+//! [`NetPolicy`]: the trained network as an `arbor_rollout` [`Policy`], and
+//! the conversion of rollout data into training [`Sample`]s.
+//!
+//! The actor holds its own copy of the network. The learner publishes new
+//! weights into it (a copy under a lock, and a version bump), so rollout
+//! workers keep acting while the learner trains, and every edge records the
+//! version that chose it.
+
+use std::collections::HashMap;
+use std::sync::Mutex;
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use arbor_rollout::AgentAction;
+use arbor_rollout::credit::CreditConfig;
+use arbor_rollout::export::{AdvantageRecord, records, tree_credit};
+use arbor_rollout::policy::{Choice, Policy, PolicyError, PolicyInput, Rng, entropy, sample_index};
+use arbor_rollout::tree::RolloutTree;
+use tch::Device;
+
+use crate::features::features;
+use crate::learner::Sample;
+use crate::model::{Drrn, ModelConfig, StateFeatures};
+
+/// The network as a behaviour policy.
+#[derive(Debug)]
+pub struct NetPolicy {
+    net: Mutex<Drrn>,
+    version: AtomicU64,
+    greedy: bool,
+}
+
+impl NetPolicy {
+    /// A policy acting with a fresh network of `cfg`.
+    pub fn new(cfg: ModelConfig, device: Device) -> Self {
+        Self {
+            net: Mutex::new(Drrn::new(cfg, device)),
+            version: AtomicU64::new(0),
+            greedy: false,
+        }
+    }
+
+    /// Take the most probable action instead of sampling.
+    pub fn greedy(mut self) -> Self {
+        self.greedy = true;
+        self
+    }
+
+    /// Copy `src`'s weights in and set the version.
+    ///
+    /// # Errors
+    /// When the shapes differ.
+    pub fn publish(&self, src: &Drrn, version: u64) -> Result<(), String> {
+        let mut net = self.net.lock().map_err(|_| "actor lock poisoned")?;
+        tch::no_grad(|| net.vs.copy(&src.vs)).map_err(|e| e.to_string())?;
+        self.version.store(version, Ordering::SeqCst);
+        Ok(())
+    }
+
+    /// The current version.
+    pub fn version(&self) -> u64 {
+        self.version.load(Ordering::SeqCst)
+    }
+
+    /// Probabilities of `candidates` given the observation text.
+    pub fn probabilities(&self, observation: &str, candidates: &[AgentAction]) -> Vec<f64> {
+        let state = state_features(observation, candidates.iter().map(AgentAction::text));
+        match self.net.lock() {
+            Ok(net) => net.probabilities(&state),
+            Err(_) => Vec::new(),
+        }
+    }
+}
+
+/// Features of a state from its observation text and candidate texts.
+pub fn state_features<I, S>(observation: &str, candidates: I) -> StateFeatures
+where
+    I: IntoIterator<Item = S>,
+    S: AsRef<str>,
+{
+    StateFeatures {
+        obs: features(observation),
+        candidates: candidates
+            .into_iter()
+            .map(|c| features(c.as_ref()))
+            .collect(),
+    }
+}
+
+impl Policy for NetPolicy {
+    fn name(&self) -> String {
+        let net = self.net.lock().map(|n| n.cfg);
+        match net {
+            Ok(cfg) if cfg.action_only => "drrn(action-only)".to_owned(),
+            _ => "drrn".to_owned(),
+        }
+    }
+
+    fn choose(&self, input: &PolicyInput<'_>, rng: &mut Rng) -> Result<Choice, PolicyError> {
+        if input.candidates.is_empty() {
+            return Err(PolicyError {
+                policy: self.name(),
+                message: format!("task {} lists no candidate actions", input.task),
+            });
+        }
+        let version = self.version();
+        let p = self.probabilities(&input.observation.text(), input.candidates);
+        if p.len() != input.candidates.len() {
+            return Err(PolicyError {
+                policy: self.name(),
+                message: "the network gave no distribution".to_owned(),
+            });
+        }
+        let i = if self.greedy {
+            p.iter()
+                .enumerate()
+                .max_by(|a, b| a.1.total_cmp(b.1))
+                .map_or(0, |(i, _)| i)
+        } else {
+            sample_index(&p, rng)
+        };
+        Ok(Choice {
+            action: input.candidates[i].clone(),
+            index: Some(i),
+            log_prob: p[i].max(1e-12).ln(),
+            entropy: entropy(&p),
+            version,
+            tokens: None,
+        })
+    }
+}
+
+/// Caches text features (observations and candidates repeat a lot).
+#[derive(Debug, Default)]
+pub struct FeatureCache {
+    map: HashMap<String, Vec<i64>>,
+}
+
+impl FeatureCache {
+    /// Features of `text`.
+    pub fn get(&mut self, text: &str) -> Vec<i64> {
+        if let Some(f) = self.map.get(text) {
+            return f.clone();
+        }
+        let f = features(text);
+        if self.map.len() > 50_000 {
+            self.map.clear();
+        }
+        self.map.insert(text.to_owned(), f.clone());
+        f
+    }
+
+    /// A training sample from an exported advantage record (`None` for a
+    /// free-form action, which has no candidate index).
+    pub fn sample(&mut self, r: &AdvantageRecord, advantage: f64) -> Option<Sample> {
+        let chosen = r.chosen?;
+        Some(Sample {
+            state: StateFeatures {
+                obs: self.get(&r.observation),
+                candidates: r.candidates.iter().map(|c| self.get(c)).collect(),
+            },
+            chosen,
+            behaviour_log_prob: r.behaviour_log_prob,
+            advantage,
+            version: r.policy_version,
+        })
+    }
+}
+
+/// PPO samples of a branched tree: every edge with its branch-point advantage
+/// A(s, a) = Q̂ − V̂ (edges without siblings have A = 0 and are left out).
+pub fn branch_samples(tree: &RolloutTree, cache: &mut FeatureCache) -> Vec<Sample> {
+    let Ok(recs) = records(tree, &CreditConfig::default()) else {
+        return Vec::new();
+    };
+    recs.iter()
+        .filter(|r| r.advantage.abs() > 1e-9)
+        .filter_map(|r| cache.sample(r, r.advantage))
+        .collect()
+}
+
+/// GRPO samples of an unbranched group (an `independent` tree): every step of
+/// episode i gets A_i = (R_i − mean R) / (std R + ε).
+pub fn grpo_samples(tree: &RolloutTree, cache: &mut FeatureCache) -> Vec<Sample> {
+    let cfg = CreditConfig::default();
+    let Ok(recs) = records(tree, &cfg) else {
+        return Vec::new();
+    };
+    let Ok(Some((credit, _, inverse))) = tree_credit(tree, &cfg) else {
+        return Vec::new();
+    };
+    let _ = credit;
+    // The episode of each edge: the root edge above it.
+    let mut episode_of = vec![usize::MAX; tree.edges.len()];
+    for e in &tree.edges {
+        let mut cur = e.id;
+        while tree.edges[cur].from != 0 {
+            match tree.nodes[tree.edges[cur].from].parent_edge {
+                Some(p) => cur = p,
+                None => break,
+            }
+        }
+        episode_of[e.id] = cur;
+    }
+    let grpo: HashMap<usize, f64> = recs
+        .iter()
+        .filter_map(|r| r.grpo.map(|g| (r.edge, g)))
+        .collect();
+    let _ = inverse;
+    recs.iter()
+        .filter_map(|r| {
+            let a = *grpo.get(&episode_of[r.edge])?;
+            if a.abs() < 1e-9 {
+                return None;
+            }
+            cache.sample(r, a)
+        })
+        .collect()
+}
+
+/// Behaviour-cloning samples of a gold tree: each gold decision with a
+/// candidate index.
+pub fn bc_samples(tree: &RolloutTree, cache: &mut FeatureCache) -> Vec<Sample> {
+    tree.edges
+        .iter()
+        .filter_map(|e| {
+            let chosen = e.index?;
+            let node = &tree.nodes[e.from];
+            Some(Sample {
+                state: StateFeatures {
+                    obs: cache.get(&node.observation.text()),
+                    candidates: node
+                        .candidates
+                        .iter()
+                        .map(|c| cache.get(&c.text()))
+                        .collect(),
+                },
+                chosen,
+                behaviour_log_prob: 0.0,
+                advantage: 1.0,
+                version: 0,
+            })
+        })
+        .collect()
+}
