@@ -28,7 +28,7 @@ use criterion::{Criterion, criterion_group, criterion_main};
 
 const HELPER: &str = env!("CARGO_BIN_EXE_arbor-bench-helper");
 
-/// Tasks timed: the first variant of six groups of the training split,
+/// Tasks timed: the first variant of four groups of the training split,
 /// coding and terminal alternating (quick mode: two).
 fn task_set(suite: &Suite) -> Vec<String> {
     let mut seen = std::collections::BTreeSet::new();
@@ -45,7 +45,7 @@ fn task_set(suite: &Suite) -> Vec<String> {
         .zip(terminal)
         .flat_map(|(a, b)| [a, b])
         .collect();
-    mixed.truncate(if quick_mode() { 2 } else { 6 });
+    mixed.truncate(if quick_mode() { 2 } else { 4 });
     mixed
 }
 
@@ -85,7 +85,7 @@ fn rollout(c: &mut Criterion) {
     let env = BenchEnv::open(Path::new(HELPER)).expect("open a bench runtime");
     env.runtime.warm_up(Duration::from_secs(10)).ok();
     let suite = Suite::load(&bundled_dir()).expect("the bundled suite");
-    let budget: u64 = if quick_mode() { 30 } else { 120 };
+    let budget: u64 = if quick_mode() { 30 } else { 80 };
     let tasks: Vec<Arc<dyn Environment>> = task_set(&suite)
         .iter()
         .map(|id| {
@@ -103,7 +103,7 @@ fn rollout(c: &mut Criterion) {
     let mut group = GroupTiming {
         sample_size: 10,
         warm_up: Duration::from_millis(500),
-        measurement: Duration::from_secs(if quick_mode() { 1 } else { 20 }),
+        measurement: Duration::from_secs(if quick_mode() { 1 } else { 60 }),
     }
     .group(c, "rollout");
     let strategies = [
