@@ -5,6 +5,9 @@
 SHELL := /bin/bash
 CARGO ?= cargo
 export CARGO
+# tch (the trainer) links the libtorch of the project's venv (.ci/prerequisites installs it).
+export PATH := $(CURDIR)/.venv/bin:$(PATH)
+export LIBTORCH_USE_PYTORCH := 1
 
 .PHONY: demo test test-unprivileged bench prerequisites
 
@@ -14,8 +17,8 @@ prerequisites:
 	@.ci/prerequisites
 
 demo: prerequisites
-	$(call heading,cargo build --release -p arbor)
-	$(CARGO) build --release -p arbor
+	$(call heading,cargo build --release -p arbor --features train (and the sandbox helper))
+	$(CARGO) build --release -p arbor -p arbor-runtime --bins --features arbor/train
 	$(call heading,demo)
 	@cli/demo/demo.sh
 

@@ -6,6 +6,6 @@ include!("../trainer/torch_link.rs");
 fn main() {
     println!("cargo:rerun-if-changed=../trainer/torch_link.rs");
     if std::env::var_os("CARGO_FEATURE_TRAIN").is_some() {
-        link_torch(&["bins"]);
+        link_torch(&["bins"], true);
     }
 }

@@ -27,13 +27,14 @@ fn torch_lib_dir() -> Option<std::path::PathBuf> {
     Some(std::path::PathBuf::from(dir))
 }
 
-/// Emit the link arguments for `targets` (`bins`, `tests`, ...).
-fn link_torch(targets: &[&str]) {
+/// Emit the link arguments for `targets` (`bins`, `tests`, ...): an rpath,
+/// and with `cuda` the explicit `libtorch_cuda`.
+fn link_torch(targets: &[&str], cuda: bool) {
     let Some(dir) = torch_lib_dir() else {
         println!("cargo:warning=libtorch not found (set LIBTORCH_USE_PYTORCH=1 with torch on PATH, or LIBTORCH)");
         return;
     };
-    let cuda = dir.join("libtorch_cuda.so").exists();
+    let cuda = cuda && dir.join("libtorch_cuda.so").exists();
     for t in targets {
         println!("cargo:rustc-link-arg-{t}=-Wl,-rpath,{}", dir.display());
         if cuda {

@@ -56,6 +56,30 @@ fn run(cli: Cli) -> Result<i32> {
         None => RuntimeOptions::default_home()?,
     };
     let mut options = RuntimeOptions::new(home)?;
+    if cfg!(feature = "train") && std::env::var_os("ARBOR_SANDBOX_HELPER").is_none() {
+        // This binary links libtorch, which takes about a second and 500 MB to
+        // load: too slow to start once per sandbox. The small helper built
+        // next to it (`cargo build -p arbor-runtime --bins`) drives sandboxes.
+        let sibling = std::env::current_exe()
+            .ok()
+            .and_then(|e| e.parent().map(|d| d.join("arbor-sandbox-helper")))
+            .filter(|p| p.is_file());
+        match sibling {
+            Some(program) => {
+                options.helper = Some(arbor_runtime::sandbox::HelperCommand {
+                    program,
+                    args: Vec::new(),
+                });
+            }
+            None => {
+                let _ = output::note(
+                    cli.json,
+                    "this arbor links libtorch and starts slowly as a sandbox helper; build \
+                     arbor-sandbox-helper next to it (cargo build --release -p arbor-runtime --bins)",
+                );
+            }
+        }
+    }
     // One-shot commands open each sandbox when needed; fanout opens them
     // concurrently itself. A warm pool would only prepare helpers to kill.
     options.warm_helpers = 0;

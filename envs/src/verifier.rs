@@ -539,6 +539,7 @@ impl Environment for TaskEnv {
                 || format!("deleted {path}"),
                 started,
             )?,
+            AgentAction::Submit => (ExitStatus::Code { code: 0 }, "submitted".to_owned(), 0),
         };
         Ok(StepResult {
             observation: EnvObservation {
@@ -577,6 +578,25 @@ impl Environment for TaskEnv {
 
     fn candidates(&self, _observation: &EnvObservation) -> Vec<AgentAction> {
         self.candidates.clone()
+    }
+
+    /// The solution in the task's own candidate actions (its `right`
+    /// candidates in order, which `task validate` proves solve it), so a
+    /// discrete policy can imitate every step; the free-form gold when the
+    /// task lists no right candidate.
+    fn reference_solution(&self) -> Option<Vec<AgentAction>> {
+        let right: Vec<AgentAction> = self
+            .spec
+            .candidates
+            .iter()
+            .filter(|c| c.label == CandidateLabel::Right)
+            .map(|c| c.action.clone())
+            .collect();
+        Some(if right.is_empty() {
+            self.spec.gold.clone()
+        } else {
+            right
+        })
     }
 }
 

@@ -3,7 +3,7 @@
 //! buckets. Deterministic, no vocabulary, works on unseen tasks.
 
 /// Buckets of the feature hash.
-pub const BUCKETS: i64 = 1 << 15;
+pub const BUCKETS: i64 = 1 << 14;
 
 /// Characters of a text read for features (the start of long file contents
 /// carries most of the signal, and this bounds the cost per candidate).

@@ -28,13 +28,19 @@ pub struct ModelConfig {
 impl Default for ModelConfig {
     fn default() -> Self {
         Self {
-            embed: 48,
+            embed: 32,
             hidden: 64,
             action_only: false,
             seed: 0,
         }
     }
 }
+
+/// Structural flags per candidate, fed to the scorer directly (a marker
+/// inside a mean-pooled bag of hundreds of features would be diluted away):
+/// already taken on this path, writes a file this path already wrote, is
+/// `submit`, is a write, is a delete, is a shell command.
+pub const FLAGS: usize = 6;
 
 /// One decision as the network sees it: features of the observation and of
 /// every candidate.
@@ -44,6 +50,10 @@ pub struct StateFeatures {
     pub obs: Vec<i64>,
     /// One feature bag per candidate.
     pub candidates: Vec<Vec<i64>>,
+    /// [`FLAGS`] structural flags per candidate (0 or 1).
+    pub flags: Vec<[f32; FLAGS]>,
+    /// Actions taken so far, scaled (steps / 10).
+    pub progress: f32,
 }
 
 /// The network.
@@ -121,7 +131,7 @@ impl Drrn {
         let act_in = nn::linear(&root / "act_in", cfg.embed, cfg.hidden, Default::default());
         let mix = nn::linear(
             &root / "mix",
-            3 * cfg.hidden,
+            3 * cfg.hidden + FLAGS as i64 + 1,
             cfg.hidden,
             Default::default(),
         );
@@ -149,12 +159,15 @@ impl Drrn {
         let obs_bags: Vec<&[i64]> = states.iter().map(|s| s.obs.as_slice()).collect();
         let mut owner = Vec::new();
         let mut cand_bags: Vec<&[i64]> = Vec::new();
+        let mut extra: Vec<f32> = Vec::new();
         let mut spans = Vec::with_capacity(states.len());
         for (i, s) in states.iter().enumerate() {
             spans.push((cand_bags.len() as i64, s.candidates.len() as i64));
-            for c in &s.candidates {
+            for (k, c) in s.candidates.iter().enumerate() {
                 cand_bags.push(c.as_slice());
                 owner.push(i as i64);
+                extra.extend_from_slice(s.flags.get(k).unwrap_or(&[0.0; FLAGS]));
+                extra.push(s.progress);
             }
         }
         let h_obs = self
@@ -172,7 +185,10 @@ impl Drrn {
             .relu();
         let owner = Tensor::from_slice(&owner).to_device(device);
         let h_o = h_obs.index_select(0, &owner);
-        let x = Tensor::cat(&[&h_o, &h_act, &(&h_o * &h_act)], 1);
+        let extra = Tensor::from_slice(&extra)
+            .reshape([cand_bags.len() as i64, FLAGS as i64 + 1])
+            .to_device(device);
+        let x = Tensor::cat(&[&h_o, &h_act, &(&h_o * &h_act), &extra], 1);
         let scores = self
             .out
             .forward(&self.mix.forward(&x).relu())

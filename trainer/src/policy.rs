@@ -61,9 +61,20 @@ impl NetPolicy {
         self.version.load(Ordering::SeqCst)
     }
 
-    /// Probabilities of `candidates` given the observation text.
-    pub fn probabilities(&self, observation: &str, candidates: &[AgentAction]) -> Vec<f64> {
-        let state = state_features(observation, candidates.iter().map(AgentAction::text));
+    /// Probabilities of `candidates` given the observation text and the
+    /// actions taken so far.
+    pub fn probabilities(
+        &self,
+        observation: &str,
+        candidates: &[AgentAction],
+        history: &[AgentAction],
+    ) -> Vec<f64> {
+        let state = decision_features(
+            &mut FeatureCache::default(),
+            observation,
+            candidates,
+            history,
+        );
         match self.net.lock() {
             Ok(net) => net.probabilities(&state),
             Err(_) => Vec::new(),
@@ -77,13 +88,42 @@ where
     I: IntoIterator<Item = S>,
     S: AsRef<str>,
 {
-    StateFeatures {
-        obs: features(observation),
-        candidates: candidates
-            .into_iter()
-            .map(|c| features(c.as_ref()))
-            .collect(),
+    let texts: Vec<String> = candidates
+        .into_iter()
+        .map(|c| c.as_ref().to_owned())
+        .collect();
+    FeatureCache::default().state(observation, &texts, &[])
+}
+
+/// The text the network reads for the state: the observation, then the
+/// episode so far in short forms (`write a.py (120 bytes)`), so it can tell
+/// which steps are done.
+pub fn decision_text(observation: &str, history: &[AgentAction]) -> String {
+    let mut s = format!("{observation}\nstep {}\n", history.len());
+    for h in history {
+        s.push_str(&format!("done: {h}\n"));
     }
+    s
+}
+
+/// The path of a write, from its text form (`write PATH:\n...`).
+fn written_path(text: &str) -> Option<&str> {
+    text.strip_prefix("write ")?
+        .split_once(":\n")
+        .map(|(p, _)| p)
+}
+
+/// The network's view of one state: the decision text, and each candidate
+/// (marked when already taken on this path).
+pub fn decision_features(
+    cache: &mut FeatureCache,
+    observation: &str,
+    candidates: &[AgentAction],
+    history: &[AgentAction],
+) -> StateFeatures {
+    let texts: Vec<String> = candidates.iter().map(AgentAction::text).collect();
+    let done: Vec<String> = history.iter().map(AgentAction::text).collect();
+    cache.state(&decision_text(observation, history), &texts, &done)
 }
 
 impl Policy for NetPolicy {
@@ -103,7 +143,7 @@ impl Policy for NetPolicy {
             });
         }
         let version = self.version();
-        let p = self.probabilities(&input.observation.text(), input.candidates);
+        let p = self.probabilities(&input.observation.text(), input.candidates, input.history);
         if p.len() != input.candidates.len() {
             return Err(PolicyError {
                 policy: self.name(),
@@ -149,15 +189,51 @@ impl FeatureCache {
         f
     }
 
+    /// Features of a state: the decision text and the candidate texts,
+    /// with structural flags per candidate (see [`crate::model::FLAGS`]):
+    /// already taken on this path (`done` holds the texts of the actions
+    /// taken; repeating one rarely helps), writes a file this path already
+    /// wrote (a second version of a file is rarely the next step), and its kind.
+    pub fn state(
+        &mut self,
+        decision: &str,
+        candidates: &[String],
+        done: &[String],
+    ) -> StateFeatures {
+        let written: Vec<&str> = done.iter().filter_map(|d| written_path(d)).collect();
+        let flag = |b: bool| if b { 1.0 } else { 0.0 };
+        StateFeatures {
+            obs: self.get(decision),
+            candidates: candidates.iter().map(|c| self.get(c)).collect(),
+            flags: candidates
+                .iter()
+                .map(|c| {
+                    let taken = done.iter().any(|d| d == c);
+                    [
+                        flag(taken),
+                        flag(!taken && written_path(c).is_some_and(|p| written.contains(&p))),
+                        flag(c == "submit"),
+                        flag(c.starts_with("write ")),
+                        flag(c.starts_with("delete ")),
+                        flag(c.starts_with("exec: ")),
+                    ]
+                })
+                .collect(),
+            progress: done.len() as f32 / 10.0,
+        }
+    }
+
     /// A training sample from an exported advantage record (`None` for a
     /// free-form action, which has no candidate index).
     pub fn sample(&mut self, r: &AdvantageRecord, advantage: f64) -> Option<Sample> {
         let chosen = r.chosen?;
+        let done: Vec<String> = r.history.iter().map(AgentAction::text).collect();
         Some(Sample {
-            state: StateFeatures {
-                obs: self.get(&r.observation),
-                candidates: r.candidates.iter().map(|c| self.get(c)).collect(),
-            },
+            state: self.state(
+                &decision_text(&r.observation, &r.history),
+                &r.candidates,
+                &done,
+            ),
             chosen,
             behaviour_log_prob: r.behaviour_log_prob,
             advantage,
@@ -225,15 +301,18 @@ pub fn bc_samples(tree: &RolloutTree, cache: &mut FeatureCache) -> Vec<Sample> {
         .filter_map(|e| {
             let chosen = e.index?;
             let node = &tree.nodes[e.from];
+            let history: Vec<AgentAction> = tree
+                .path_to(e.from)
+                .into_iter()
+                .map(|p| tree.edges[p].action.clone())
+                .collect();
             Some(Sample {
-                state: StateFeatures {
-                    obs: cache.get(&node.observation.text()),
-                    candidates: node
-                        .candidates
-                        .iter()
-                        .map(|c| cache.get(&c.text()))
-                        .collect(),
-                },
+                state: decision_features(
+                    cache,
+                    &node.observation.text(),
+                    &node.candidates,
+                    &history,
+                ),
                 chosen,
                 behaviour_log_prob: 0.0,
                 advantage: 1.0,

@@ -41,6 +41,9 @@ pub struct AdvantageRecord {
     pub observation: String,
     /// The candidate actions offered there, as text (the last is `submit`).
     pub candidates: Vec<String>,
+    /// The actions taken from the root to the state: policies that look at
+    /// the episode so far need them to recompute π(a|s).
+    pub history: Vec<AgentAction>,
     /// The index of the chosen action among them (`None` for a free-form action).
     pub chosen: Option<usize>,
     /// The action taken.
@@ -178,6 +181,11 @@ pub fn records(
                 next_state: tree.nodes[edge.to].snapshot.clone(),
                 observation: node.observation.text(),
                 candidates: node.candidates.iter().map(AgentAction::text).collect(),
+                history: tree
+                    .path_to(n)
+                    .into_iter()
+                    .map(|p| tree.edges[p].action.clone())
+                    .collect(),
                 chosen: edge.index,
                 action_text: edge.action.text(),
                 action: edge.action.clone(),
