@@ -34,7 +34,7 @@ test: prerequisites
 	$(call heading,[5/6] arbor task validate envs/tasks (every bundled task: gold 1; no-op, mutants, single candidates, canaries 0))
 	@home=$$(mktemp -d) && trap 'rm -rf "$$home"' EXIT && $(CARGO) run -q -p arbor -- --home "$$home" task validate envs/tasks
 	$(call heading,benches once in quick smoke mode (no timing assertions))
-	$(CARGO) test -p arbor-benches --benches
+	$(CARGO) test -p arbor-benches -p arbor-trainer --benches
 	@$(MAKE) --no-print-directory test-unprivileged
 
 # The same test binaries once more as an unprivileged user (when run as root).
@@ -45,5 +45,5 @@ test-unprivileged: prerequisites
 
 # Criterion benches (benches/); the README's performance figures come from here.
 bench: prerequisites
-	$(call heading,cargo bench -p arbor-benches)
-	$(CARGO) bench -p arbor-benches
+	$(call heading,cargo bench -p arbor-benches -p arbor-trainer)
+	$(CARGO) bench -p arbor-benches -p arbor-trainer

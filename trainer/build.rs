@@ -3,5 +3,5 @@
 include!("torch_link.rs");
 
 fn main() {
-    link_torch(&["tests"], false);
+    link_torch(&["tests", "benches"], false);
 }

@@ -96,5 +96,14 @@ heading "10. Collect garbage (what no tag reaches), then verify the whole store"
 run arbor gc
 run arbor fsck
 
+heading "11. Train: the labelled SMOKE version of the experiment (one seed per arm, small budget)"
+note "BC + branched PPO, BC + GRPO, and branched PPO without a warm start, at an equal budget; the full run is \`arbor train --compare\`"
+if ! "$ARBOR" train --records /nonexistent 2>&1 | grep -q "without the \`train\` feature"; then
+    run arbor train --compare --smoke --out "$out/train-smoke"
+    note "smoke table: $out/train-smoke/report.md; learning curve: $out/train-smoke/learning-curve.png"
+else
+    note "this arbor was built without the train feature (make demo builds it with --features train)"
+fi
+
 finished=$(date +%s.%N)
 heading "Done in $(awk -v a="$started" -v b="$finished" 'BEGIN { printf "%.1f", b - a }') s"

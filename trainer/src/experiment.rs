@@ -98,14 +98,14 @@ impl ExperimentConfig {
         Self {
             label: "smoke".to_owned(),
             seeds: vec![1],
-            budget: 600,
+            budget: 500,
             tree_budget: 40,
-            eval_episodes: 20,
+            eval_episodes: 10,
             curve_points: 2,
-            curve_episodes: 6,
+            curve_episodes: 4,
             workers: 2,
             batch: 32,
-            bc_epochs: 30,
+            bc_epochs: 60,
             max_staleness: 4,
             learner: LearnerConfig::default(),
             model: ModelConfig::default(),
@@ -118,11 +118,11 @@ impl ExperimentConfig {
         Self {
             label: "full".to_owned(),
             seeds: vec![1, 2, 3],
-            budget: 2400,
+            budget: 1500,
             tree_budget: 60,
             eval_episodes: 20,
-            curve_points: 4,
-            curve_episodes: 8,
+            curve_points: 3,
+            curve_episodes: 6,
             ..Self::smoke(out)
         }
     }
