@@ -189,7 +189,7 @@ mod enabled {
                 Vec::new(),
             ),
         };
-        let actor = Arc::new(NetPolicy::new(learner.net.cfg, device));
+        let actor = Arc::new(NetPolicy::new(learner.net.cfg, device).exploring(0.2));
         actor
             .publish(&learner.net, learner.counters.version)
             .map_err(|e| anyhow!(e))?;

@@ -192,16 +192,13 @@ pub async fn run_attached(
         handles.push(tokio::spawn(async move {
             let mut cache = FeatureCache::default();
             loop {
-                // Reserve this tree's budget.
-                let want = cfg.tree_budget;
-                let got = spent.fetch_add(want, Ordering::SeqCst);
-                if got >= cfg.budget {
-                    break;
-                }
-                let budget = want.min(cfg.budget - got);
-                if budget < 4 {
-                    break;
-                }
+                // Reserve this tree's budget (what is left, up to a tree's worth).
+                let reserved = spent.fetch_update(Ordering::SeqCst, Ordering::SeqCst, |s| {
+                    let left = cfg.budget.saturating_sub(s);
+                    (left >= 4).then(|| s + left.min(cfg.tree_budget))
+                });
+                let Ok(before) = reserved else { break };
+                let budget = cfg.budget.saturating_sub(before).min(cfg.tree_budget);
                 let i = next_task.fetch_add(1, Ordering::SeqCst) as usize % tasks.len();
                 let strategy = match cfg.credit {
                     Credit::Branched => Strategy::Uniform { every: 2, width: 3 },

@@ -288,21 +288,28 @@ pub async fn run_arm(
     let started = Instant::now();
     let model = ModelConfig { seed, ..cfg.model };
     let mut learner = Learner::new(model, cfg.learner, device);
-    let actor = Arc::new(NetPolicy::new(model, device));
+    // The acting policy explores (ε = 0.2); evaluation uses an exact copy.
+    let actor = Arc::new(NetPolicy::new(model, device).exploring(0.2));
     actor.publish(&learner.net, 0)?;
+    let evaluator = Arc::new(NetPolicy::new(model, device));
     let mut curve = Vec::new();
-    let point = |learner_env: u64, actor: Arc<NetPolicy>| async move {
-        let e = evaluate(
-            &sets.heldout_variants,
-            actor,
-            cfg.curve_episodes,
-            cfg.workers,
-            seed ^ 0xc0,
-        )
-        .await?;
-        Ok::<(u64, f64), String>((learner_env, e.mean()))
+    let point = |learner_env: u64, net: &crate::model::Drrn, version: u64| {
+        let evaluator = Arc::clone(&evaluator);
+        let published = evaluator.publish(net, version);
+        async move {
+            published?;
+            let e = evaluate(
+                &sets.heldout_variants,
+                evaluator,
+                cfg.curve_episodes,
+                cfg.workers,
+                seed ^ 0xc0,
+            )
+            .await?;
+            Ok::<(u64, f64), String>((learner_env, e.mean()))
+        }
     };
-    curve.push(point(0, Arc::clone(&actor)).await?);
+    curve.push(point(0, &learner.net, 0).await?);
     log(format!(
         "{} seed {seed}: start, heldout-variants {:.2}",
         arm.name, curve[0].1
@@ -353,7 +360,7 @@ pub async fn run_arm(
             report.max_versions_per_tree
         ));
         attached.push(report);
-        curve.push(point(env_steps, Arc::clone(&actor)).await?);
+        curve.push(point(env_steps, &learner.net, learner.counters.version).await?);
         log(format!(
             "{} seed {seed}: budget {env_steps}, heldout-variants {:.2}",
             arm.name,
@@ -365,6 +372,7 @@ pub async fn run_arm(
         .join("checkpoints")
         .join(format!("{}-seed{seed}", arm.name));
     learner.save(&ckpt)?;
+    evaluator.publish(&learner.net, learner.counters.version)?;
     let mut eval = BTreeMap::new();
     for (split, tasks) in [
         ("heldout-variants", &sets.heldout_variants),
@@ -372,7 +380,7 @@ pub async fn run_arm(
     ] {
         let e = evaluate(
             tasks,
-            Arc::clone(&actor) as Arc<dyn Policy>,
+            Arc::clone(&evaluator) as Arc<dyn Policy>,
             cfg.eval_episodes,
             cfg.workers,
             seed ^ 0xe7,

@@ -27,6 +27,7 @@ pub struct NetPolicy {
     net: Mutex<Drrn>,
     version: AtomicU64,
     greedy: bool,
+    explore: f64,
 }
 
 impl NetPolicy {
@@ -36,7 +37,17 @@ impl NetPolicy {
             net: Mutex::new(Drrn::new(cfg, device)),
             version: AtomicU64::new(0),
             greedy: false,
+            explore: 0.0,
         }
+    }
+
+    /// Mix the network's distribution with a uniform one: the behaviour
+    /// policy is `(1 − ε)·π + ε/K` (its log-probs are what the edges record,
+    /// so PPO's ratio stays correct). Training rollouts use it so that a
+    /// confident policy still produces siblings that differ, hence advantages.
+    pub fn exploring(mut self, epsilon: f64) -> Self {
+        self.explore = epsilon.clamp(0.0, 1.0);
+        self
     }
 
     /// Take the most probable action instead of sampling.
@@ -143,7 +154,13 @@ impl Policy for NetPolicy {
             });
         }
         let version = self.version();
-        let p = self.probabilities(&input.observation.text(), input.candidates, input.history);
+        let mut p = self.probabilities(&input.observation.text(), input.candidates, input.history);
+        if self.explore > 0.0 {
+            let k = p.len() as f64;
+            for x in &mut p {
+                *x = (1.0 - self.explore) * *x + self.explore / k;
+            }
+        }
         if p.len() != input.candidates.len() {
             return Err(PolicyError {
                 policy: self.name(),
