@@ -37,7 +37,11 @@ fn batch(n: usize) -> Vec<Sample> {
 
 fn learner(c: &mut Criterion) {
     tch::set_num_threads(1);
-    let mut l = Learner::new(ModelConfig::default(), LearnerConfig::default(), Device::cuda_if_available());
+    let mut l = Learner::new(
+        ModelConfig::default(),
+        LearnerConfig::default(),
+        Device::cuda_if_available(),
+    );
     let b = batch(32);
     let mut group = c.benchmark_group("learner");
     group
