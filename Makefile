@@ -44,6 +44,9 @@ test-unprivileged: prerequisites
 	@.ci/test-unprivileged
 
 # Criterion benches (benches/); the README's performance figures come from here.
-bench: prerequisites
+# compare (the alternatives side by side) writes target/arbor-bench/compare.md,
+# compare.json and fork-latency.svg.
+bench:
+	@.ci/prerequisites --bench
 	$(call heading,cargo bench -p arbor-benches -p arbor-trainer)
 	$(CARGO) bench -p arbor-benches -p arbor-trainer

@@ -8,6 +8,8 @@
 //! timings; the benches only report them.
 #![deny(missing_docs)]
 
+pub mod compare;
+
 use std::fs::File;
 use std::io::{BufWriter, Write};
 use std::path::{Path, PathBuf};
