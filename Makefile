@@ -33,6 +33,8 @@ test: prerequisites
 	ARBOR_BACKEND=copy $(CARGO) test --workspace
 	$(call heading,[5/6] arbor task validate envs/tasks (every bundled task: gold 1; no-op, mutants, single candidates, canaries 0))
 	@home=$$(mktemp -d) && trap 'rm -rf "$$home"' EXIT && $(CARGO) run -q -p arbor -- --home "$$home" task validate envs/tasks
+	$(call heading,arbor without the train feature: no torch-sys, builds with the venv hidden)
+	@.ci/check-no-torch
 	$(call heading,benches once in quick smoke mode (no timing assertions))
 	$(CARGO) test -p arbor-benches -p arbor-trainer --benches
 	@$(MAKE) --no-print-directory test-unprivileged
