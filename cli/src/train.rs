@@ -26,8 +26,8 @@ mod enabled {
     use arbor_envs::suite::{self, Suite};
     use arbor_trainer::attached::{AttachedConfig, Credit, run_attached};
     use arbor_trainer::experiment::{
-        ARMS, ExperimentConfig, Report, TaskSets, behaviour_clone, evaluate, gold_samples,
-        plot_curves, run_arm, table,
+        ARMS, ExperimentConfig, PPO_EPOCHS, RL_LR, Report, TaskSets, behaviour_clone, evaluate,
+        gold_samples, plot_curves, run_arm, table,
     };
     use arbor_trainer::learner::{Learner, LearnerConfig, Loss};
     use arbor_trainer::model::ModelConfig;
@@ -209,11 +209,13 @@ mod enabled {
                 &format!("behaviour cloning on {} gold decisions", samples.len()),
             )?;
         }
+        learner.set_lr(RL_LR);
         let cfg = AttachedConfig {
             budget: budget.saturating_sub(used),
             tree_budget: 40,
             workers,
             batch: 32,
+            epochs: PPO_EPOCHS,
             channel: 8,
             max_staleness: 4,
             credit: Credit::Branched,

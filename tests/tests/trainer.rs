@@ -63,6 +63,7 @@ fn learner_and_workers_overlap_and_trees_carry_several_versions() {
         tree_budget: 40,
         workers: 2,
         batch: 4,
+        epochs: 1,
         channel: 2,
         max_staleness: 3,
         credit: Credit::Branched,

@@ -41,6 +41,10 @@ pub struct AttachedConfig {
     pub workers: usize,
     /// Samples per update.
     pub batch: usize,
+    /// PPO passes over each batch before its weights are published (the
+    /// clipped ratio against the behaviour log-probs keeps repeated passes
+    /// from moving the policy too far).
+    pub epochs: usize,
     /// Capacity of the sample channel (back-pressure).
     pub channel: usize,
     /// Drop samples more than this many versions old.
@@ -123,6 +127,7 @@ pub async fn run_attached(
     let learner_actor = Arc::clone(&actor);
     let learner_activity = Arc::clone(&activity);
     let batch = cfg.batch.max(1);
+    let epochs = cfg.epochs.max(1);
     let max_stale = cfg.max_staleness;
     let learner_thread = std::thread::spawn(move || {
         let mut learner = learner;
@@ -148,7 +153,9 @@ pub async fn run_attached(
             while buffer.len() >= batch {
                 let chunk: Vec<Sample> = buffer.drain(..batch).collect();
                 let u0 = Instant::now();
-                learner.update(&chunk, Loss::Ppo);
+                for _ in 0..epochs {
+                    learner.update(&chunk, Loss::Ppo);
+                }
                 learner.counters.version += 1;
                 let _ = learner_actor.publish(&learner.net, learner.counters.version);
                 if let Ok(mut a) = learner_activity.lock() {
@@ -158,7 +165,9 @@ pub async fn run_attached(
         }
         if !buffer.is_empty() {
             let u0 = Instant::now();
-            learner.update(&buffer, Loss::Ppo);
+            for _ in 0..epochs {
+                learner.update(&buffer, Loss::Ppo);
+            }
             learner.counters.version += 1;
             let _ = learner_actor.publish(&learner.net, learner.counters.version);
             if let Ok(mut a) = learner_activity.lock() {

@@ -182,6 +182,18 @@ impl Learner {
         }
     }
 
+    /// The optimiser settings in use.
+    pub fn config(&self) -> LearnerConfig {
+        self.cfg
+    }
+
+    /// Change the learning rate from the next update on (the Adam moments
+    /// are kept): the experiment clones behaviour at one rate and runs PPO
+    /// or GRPO at a lower one.
+    pub fn set_lr(&mut self, lr: f64) {
+        self.cfg.lr = lr;
+    }
+
     /// Clip the gradients' global norm, then one Adam step. Returns the norm before clipping.
     fn adam_step(&mut self, params: &[Tensor]) -> f64 {
         tch::no_grad(|| {
