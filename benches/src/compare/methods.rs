@@ -833,13 +833,22 @@ impl GitMethod {
     }
 
     fn one_fork(dir: &Path, main: &Path, commit: &str) -> Result<DirGuard> {
+        // Concurrent `git worktree add` on one repository races on
+        // .git/worktrees ("failed to read .git/worktrees/…/commondir", seen at
+        // N = 64), so the adds take turns; `true` still runs in parallel.
+        static ADD: std::sync::Mutex<()> = std::sync::Mutex::new(());
         let dest = dir.join(format!("fork-{}", unique()));
-        let added = run_checked(
-            git(main)
-                .args(["worktree", "add", "-q", "--detach"])
-                .arg(&dest)
-                .arg(commit),
-        );
+        let added = {
+            let _turn = ADD
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner);
+            run_checked(
+                git(main)
+                    .args(["worktree", "add", "-q", "--detach"])
+                    .arg(&dest)
+                    .arg(commit),
+            )
+        };
         let guard = DirGuard(dest);
         added?;
         true_in(&guard.0)?;

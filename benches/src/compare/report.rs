@@ -476,7 +476,11 @@ Notes on fairness:
 - The copy-based methods (cp, tar, git) and the floor run `true` directly; Arbor runs every command \
   through `bash -c` with its session capture, which costs it about 1–2 ms per command.
 - cp, tar and git snapshots are left in the page cache (their default); Arbor's and the floor's \
-  are made durable with `syncfs` before they count as taken.
+  are made durable with `syncfs` before they count as taken. Arbor's also hashes the change and \
+  seals it into its content-addressed store (fsync of each object and directory, then rename), \
+  so on a busy disk it pays several journal commits where the floor pays one.
+- `git worktree add` cannot run concurrently on one repository (it races on `.git/worktrees`), \
+  so git's forks add their worktrees one at a time; `true` still runs in parallel.
 - Restore: Arbor opens a fresh `Runtime` (cold warm pool: the sandbox helper is prepared inside the \
   timed section); the page cache is warm for every method (dropping it would disturb other work on \
   the shared machine).
