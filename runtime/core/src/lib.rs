@@ -6,6 +6,8 @@
 //! - [`snapshot`]: sealing a sandbox's changes into a snapshot; forking N sandboxes.
 //! - [`replay`]: re-executing a chain and reporting where it diverges.
 //! - [`Runtime`]: ties them together (the CLI's operations).
+//! - `wasm` (feature `wasm`): the WebAssembly backend — live interpreter
+//!   sessions snapshotted and forked with their whole memory.
 //!
 //! No knowledge of tasks, policies or neural networks lives here.
 #![deny(missing_docs)]
@@ -19,6 +21,8 @@ pub mod sandbox;
 pub mod snapshot;
 pub mod store;
 mod sys;
+#[cfg(feature = "wasm")]
+pub mod wasm;
 
 pub use runtime::{
     Backend, BackendChoice, DEFAULT_SQUASH_AFTER, DEFAULT_UID_BASE, DEFAULT_WARM_HELPERS, Result,

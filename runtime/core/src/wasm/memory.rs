@@ -1,0 +1,755 @@
+//! Linear memories mapped copy-on-write from snapshot images.
+//!
+//! A [`MemoryImage`] is the content of one snapshot's linear memory as a
+//! short list of [`Segment`]s: runs of 64 KiB pages that live in a memfd
+//! ([`PageFile`]) at some offset, or that are zero. Each snapshot writes only
+//! the pages that changed since its parent into a fresh memfd and overlays
+//! them on the parent's segment list, so taking it costs what the steps
+//! dirtied; once the list grows past [`MAX_SEGMENTS`] the image is flattened
+//! into one memfd (a copy of the non-zero pages, paid at snapshot time).
+//!
+//! A fork reserves the whole address range wasmtime asks for (4 GiB plus the
+//! guard, `PROT_NONE`) and maps each segment there `MAP_PRIVATE | MAP_FIXED`:
+//! a handful of `mmap` calls whatever the memory's size, and a page is copied
+//! by the kernel only when the guest writes it. wasmtime gets the mapping
+//! through [`ImageMemoryCreator`], a [`wasmtime::MemoryCreator`] that takes
+//! the image staged on the calling thread by [`stage_image`].
+//!
+//! Pages written since the mapping was made are found in
+//! `/proc/self/pagemap`: a page of a private file mapping that the guest
+//! wrote is an anonymous page (no "file" bit), a page only read is still the
+//! memfd's. Where pagemap cannot be read, every page counts as dirty and the
+//! page hashes decide (the result is the same, only slower).
+
+use std::cell::RefCell;
+use std::fs::File;
+use std::os::fd::{AsFd, AsRawFd, OwnedFd};
+use std::os::unix::fs::FileExt;
+use std::sync::{Arc, Mutex, OnceLock};
+
+use super::{Result, WasmError};
+use crate::store::object::ObjectId;
+
+/// Size of a WebAssembly page, which is also the unit of dirty tracking and
+/// of page objects in the store.
+pub const PAGE: usize = 64 * 1024;
+
+/// Segment lists longer than this are flattened at snapshot time, so that a
+/// fork never needs more than this many `mmap` calls.
+pub const MAX_SEGMENTS: usize = 16;
+
+/// The hash recorded for an all-zero page (never stored as an object).
+pub const ZERO_PAGE: ObjectId = ObjectId([0; 32]);
+
+fn os_page() -> usize {
+    static SIZE: OnceLock<usize> = OnceLock::new();
+    *SIZE.get_or_init(|| {
+        // SAFETY: sysconf only reads a system constant.
+        let n = unsafe { libc::sysconf(libc::_SC_PAGESIZE) };
+        usize::try_from(n).ok().filter(|n| *n > 0).unwrap_or(4096)
+    })
+}
+
+fn os_err(what: &'static str) -> WasmError {
+    WasmError::Memory {
+        what,
+        source: std::io::Error::last_os_error(),
+    }
+}
+
+/// A memfd holding page data; shared by every image that maps from it.
+#[derive(Debug)]
+pub struct PageFile {
+    fd: OwnedFd,
+}
+
+impl PageFile {
+    /// A new memfd of `pages` pages (all holes: zero, no memory used).
+    pub fn new(pages: usize) -> Result<Self> {
+        let fd = rustix::fs::memfd_create("arbor-wasm-pages", rustix::fs::MemfdFlags::CLOEXEC)
+            .map_err(|e| WasmError::Memory {
+                what: "create memfd",
+                source: e.into(),
+            })?;
+        rustix::fs::ftruncate(&fd, (pages * PAGE) as u64).map_err(|e| WasmError::Memory {
+            what: "size memfd",
+            source: e.into(),
+        })?;
+        Ok(Self { fd })
+    }
+
+    /// Write one page at page offset `at`.
+    pub fn write_page(&self, at: usize, bytes: &[u8]) -> Result<()> {
+        debug_assert_eq!(bytes.len(), PAGE);
+        let file = File::from(self.fd.try_clone().map_err(|source| WasmError::Memory {
+            what: "duplicate memfd",
+            source,
+        })?);
+        file.write_all_at(bytes, (at * PAGE) as u64)
+            .map_err(|source| WasmError::Memory {
+                what: "write memfd",
+                source,
+            })
+    }
+}
+
+/// A run of pages of an image.
+#[derive(Clone, Debug)]
+pub struct Segment {
+    /// First page of the run.
+    pub start: usize,
+    /// Number of pages.
+    pub pages: usize,
+    /// Where the content is: a file and the page offset in it, or zero.
+    pub source: Option<(Arc<PageFile>, usize)>,
+}
+
+impl Segment {
+    fn end(&self) -> usize {
+        self.start + self.pages
+    }
+
+    /// The part of this segment in `[from, to)`.
+    fn clip(&self, from: usize, to: usize) -> Option<Segment> {
+        let s = self.start.max(from);
+        let e = self.end().min(to);
+        (s < e).then(|| Segment {
+            start: s,
+            pages: e - s,
+            source: self
+                .source
+                .as_ref()
+                .map(|(f, off)| (f.clone(), off + (s - self.start))),
+        })
+    }
+
+    /// Whether `next` continues this segment (same file, next offset, or both zero).
+    fn continued_by(&self, next: &Segment) -> bool {
+        if self.end() != next.start {
+            return false;
+        }
+        match (&self.source, &next.source) {
+            (None, None) => true,
+            (Some((a, ao)), Some((b, bo))) => Arc::ptr_eq(a, b) && ao + self.pages == *bo,
+            _ => false,
+        }
+    }
+}
+
+/// The content of one snapshot's linear memory, ready to be mapped.
+///
+/// Invariant: `segments` are sorted, do not overlap and cover exactly
+/// `[0, pages)`; `hashes.len() == pages`, and `hashes[i]` is the blob
+/// object id of page `i` ([`ZERO_PAGE`] for an all-zero page).
+#[derive(Debug)]
+pub struct MemoryImage {
+    pages: usize,
+    segments: Vec<Segment>,
+    hashes: Arc<Vec<ObjectId>>,
+}
+
+impl MemoryImage {
+    /// An image from explicit parts; checks the invariant.
+    pub fn new(pages: usize, segments: Vec<Segment>, hashes: Vec<ObjectId>) -> Self {
+        let image = Self {
+            pages,
+            segments: coalesce(segments),
+            hashes: Arc::new(hashes),
+        };
+        image.check();
+        image
+    }
+
+    fn check(&self) {
+        let mut at = 0;
+        for s in &self.segments {
+            assert_eq!(s.start, at, "image segments must be contiguous");
+            assert!(s.pages > 0, "empty image segment");
+            at = s.end();
+        }
+        assert_eq!(at, self.pages, "image segments must cover the memory");
+        assert_eq!(self.hashes.len(), self.pages, "one hash per page");
+    }
+
+    /// Size in wasm pages.
+    pub fn pages(&self) -> usize {
+        self.pages
+    }
+
+    /// Number of segments (the `mmap` calls a fork makes).
+    pub fn segment_count(&self) -> usize {
+        self.segments.len()
+    }
+
+    /// The page hashes.
+    pub fn hashes(&self) -> &Arc<Vec<ObjectId>> {
+        &self.hashes
+    }
+
+    /// The memory hash: blake3 of the page count and every page hash.
+    pub fn memory_hash(&self) -> ObjectId {
+        memory_hash(&self.hashes)
+    }
+
+    /// The image of a memory after the pages in `changed` (page index, new
+    /// hash, content) were written on top of `self`, grown to `pages`.
+    /// Changed non-zero pages go to one new memfd. Flattens (copying the
+    /// whole memory from `live`, which must hold the new content) when the
+    /// segment list would grow past [`MAX_SEGMENTS`].
+    pub fn overlay(
+        &self,
+        pages: usize,
+        changed: &[(usize, ObjectId)],
+        live: &[u8],
+    ) -> Result<MemoryImage> {
+        let mut hashes: Vec<ObjectId> = self.hashes.as_ref().clone();
+        hashes.resize(pages, ZERO_PAGE);
+        for &(i, h) in changed {
+            hashes[i] = h;
+        }
+        let mut segments: Vec<Segment> = self
+            .segments
+            .iter()
+            .filter_map(|s| s.clip(0, pages))
+            .collect();
+        if pages > self.pages {
+            segments.push(Segment {
+                start: self.pages,
+                pages: pages - self.pages,
+                source: None,
+            });
+        }
+        if !changed.is_empty() {
+            let nonzero: Vec<usize> = changed
+                .iter()
+                .filter(|(_, h)| *h != ZERO_PAGE)
+                .map(|(i, _)| *i)
+                .collect();
+            let file = if nonzero.is_empty() {
+                None
+            } else {
+                let f = Arc::new(PageFile::new(nonzero.len())?);
+                for (slot, &i) in nonzero.iter().enumerate() {
+                    f.write_page(slot, &live[i * PAGE..(i + 1) * PAGE])?;
+                }
+                Some(f)
+            };
+            let mut slot = 0;
+            let mut patches = Vec::with_capacity(changed.len());
+            for &(i, h) in changed {
+                let source = if h == ZERO_PAGE {
+                    None
+                } else {
+                    let s = slot;
+                    slot += 1;
+                    file.as_ref().map(|f| (f.clone(), s))
+                };
+                patches.push(Segment {
+                    start: i,
+                    pages: 1,
+                    source,
+                });
+            }
+            segments = apply_patches(&segments, patches);
+        }
+        let segments = coalesce(segments);
+        if segments.len() > MAX_SEGMENTS {
+            return flatten(&hashes, live);
+        }
+        Ok(MemoryImage::new(pages, segments, hashes))
+    }
+}
+
+/// Replace the pages covered by `patches` (sorted by page, one page each).
+fn apply_patches(base: &[Segment], patches: Vec<Segment>) -> Vec<Segment> {
+    let mut out = Vec::with_capacity(base.len() + patches.len() * 2);
+    let mut pi = patches.into_iter().peekable();
+    for seg in base {
+        let mut at = seg.start;
+        while let Some(p) = pi.peek() {
+            if p.start >= seg.end() {
+                break;
+            }
+            if let Some(before) = seg.clip(at, p.start) {
+                out.push(before);
+            }
+            at = p.end();
+            out.push(pi.next().expect("peeked"));
+        }
+        if let Some(rest) = seg.clip(at, seg.end()) {
+            out.push(rest);
+        }
+    }
+    out
+}
+
+fn coalesce(segments: Vec<Segment>) -> Vec<Segment> {
+    let mut out: Vec<Segment> = Vec::with_capacity(segments.len());
+    for s in segments {
+        match out.last_mut() {
+            Some(last) if last.continued_by(&s) => last.pages += s.pages,
+            _ => out.push(s),
+        }
+    }
+    out
+}
+
+/// One memfd with every non-zero page of `live`; a single segment.
+pub fn flatten(hashes: &[ObjectId], live: &[u8]) -> Result<MemoryImage> {
+    let pages = hashes.len();
+    let file = Arc::new(PageFile::new(pages)?);
+    for (i, h) in hashes.iter().enumerate() {
+        if *h != ZERO_PAGE {
+            file.write_page(i, &live[i * PAGE..(i + 1) * PAGE])?;
+        }
+    }
+    let segments = if pages == 0 {
+        Vec::new()
+    } else {
+        vec![Segment {
+            start: 0,
+            pages,
+            source: Some((file, 0)),
+        }]
+    };
+    Ok(MemoryImage::new(pages, segments, hashes.to_vec()))
+}
+
+/// The memory hash of a page-hash list.
+pub fn memory_hash(hashes: &[ObjectId]) -> ObjectId {
+    let mut h = blake3::Hasher::new();
+    h.update(b"arbor-wasm-memory\0");
+    h.update(&(hashes.len() as u64).to_le_bytes());
+    for p in hashes {
+        h.update(&p.0);
+    }
+    h.finalize().into()
+}
+
+/// The hash of one page: [`ZERO_PAGE`] if it is all zero, else its blob id.
+pub fn page_hash(bytes: &[u8]) -> ObjectId {
+    if is_zero(bytes) {
+        ZERO_PAGE
+    } else {
+        crate::store::object::object_id(crate::store::object::ObjectKind::Blob, bytes)
+    }
+}
+
+fn is_zero(bytes: &[u8]) -> bool {
+    let (pre, words, post) = {
+        // SAFETY: u64 has no invalid bit patterns, so viewing aligned
+        // bytes as u64 words is sound; align_to handles the unaligned ends.
+        unsafe { bytes.align_to::<u64>() }
+    };
+    pre.iter().all(|b| *b == 0) && words.iter().all(|w| *w == 0) && post.iter().all(|b| *b == 0)
+}
+
+/// A reserved address range holding one linear memory.
+///
+/// Invariant: `[base, base + mapped)` is readable and writable, the rest of
+/// `[base, base + reserved)` is `PROT_NONE`; `size <= mapped` except right
+/// after creation, when `mapped` may exceed `size` until the host grows the
+/// memory to the image's size (no guest code runs in between).
+#[derive(Debug)]
+pub struct Region {
+    base: usize,
+    reserved: usize,
+    guard: usize,
+    size: usize,
+    mapped: usize,
+}
+
+impl Region {
+    /// Reserve `reserved + guard` bytes and map `image` at the start.
+    fn new(image: &MemoryImage, size: usize, reserved: usize, guard: usize) -> Result<Region> {
+        let total = reserved + guard;
+        // SAFETY: a fresh anonymous PROT_NONE reservation at an address the
+        // kernel chooses; nothing else refers to it.
+        let base = unsafe {
+            libc::mmap(
+                std::ptr::null_mut(),
+                total,
+                libc::PROT_NONE,
+                libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | libc::MAP_NORESERVE,
+                -1,
+                0,
+            )
+        };
+        if base == libc::MAP_FAILED {
+            return Err(os_err("reserve linear memory"));
+        }
+        let mut region = Region {
+            base: base as usize,
+            reserved,
+            guard,
+            size,
+            mapped: 0,
+        };
+        region.map_image(image)?;
+        if size > region.mapped {
+            region.protect_rw(region.mapped, size)?;
+        }
+        Ok(region)
+    }
+
+    /// Map every segment of `image` over `[0, image size)`, replacing what
+    /// is there, and make everything past it `PROT_NONE` again.
+    pub fn map_image(&mut self, image: &MemoryImage) -> Result<()> {
+        let len = image.pages * PAGE;
+        if len > self.reserved {
+            return Err(WasmError::Memory {
+                what: "map image larger than the reservation",
+                source: std::io::Error::from_raw_os_error(libc::ENOMEM),
+            });
+        }
+        for seg in &image.segments {
+            let addr = self.base + seg.start * PAGE;
+            let bytes = seg.pages * PAGE;
+            let (flags, fd, off) = match &seg.source {
+                Some((file, off)) => (libc::MAP_PRIVATE, file.fd.as_raw_fd(), off * PAGE),
+                None => (libc::MAP_PRIVATE | libc::MAP_ANONYMOUS, -1, 0),
+            };
+            // SAFETY: the target range lies inside this region's own
+            // reservation (checked above), which no Rust reference points
+            // into while the guest is not running; MAP_FIXED replaces only
+            // those pages.
+            let p = unsafe {
+                libc::mmap(
+                    addr as *mut libc::c_void,
+                    bytes,
+                    libc::PROT_READ | libc::PROT_WRITE,
+                    flags | libc::MAP_FIXED,
+                    fd,
+                    off as libc::off_t,
+                )
+            };
+            if p == libc::MAP_FAILED {
+                return Err(os_err("map image segment"));
+            }
+        }
+        if self.mapped > len {
+            // SAFETY: as above; the range is inside the reservation.
+            let p = unsafe {
+                libc::mmap(
+                    (self.base + len) as *mut libc::c_void,
+                    self.mapped - len,
+                    libc::PROT_NONE,
+                    libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | libc::MAP_NORESERVE | libc::MAP_FIXED,
+                    -1,
+                    0,
+                )
+            };
+            if p == libc::MAP_FAILED {
+                return Err(os_err("unmap past image"));
+            }
+        }
+        self.mapped = len;
+        Ok(())
+    }
+
+    fn protect_rw(&mut self, from: usize, to: usize) -> Result<()> {
+        let page = os_page();
+        let from = from & !(page - 1);
+        let to = (to + page - 1) & !(page - 1);
+        // SAFETY: `[from, to)` is inside the reservation (callers check
+        // `to <= reserved`); making it accessible changes no existing data.
+        let rc = unsafe {
+            libc::mprotect(
+                (self.base + from) as *mut libc::c_void,
+                to - from,
+                libc::PROT_READ | libc::PROT_WRITE,
+            )
+        };
+        if rc != 0 {
+            return Err(os_err("grow linear memory"));
+        }
+        self.mapped = self.mapped.max(to);
+        Ok(())
+    }
+
+    /// The accessible bytes.
+    pub fn size(&self) -> usize {
+        self.size
+    }
+
+    /// The memory's current content.
+    ///
+    /// # Safety
+    ///
+    /// The guest must not run while the slice is alive (no store call on
+    /// the instance owning this memory).
+    pub unsafe fn bytes(&self) -> &[u8] {
+        // SAFETY: `[base, base + size)` is mapped read-write (invariant) and
+        // the caller guarantees nobody writes it meanwhile.
+        unsafe { std::slice::from_raw_parts(self.base as *const u8, self.size) }
+    }
+
+    /// Pages (wasm pages) that may differ from the image this region was
+    /// last mapped from: those with an OS page the process wrote. `None`
+    /// when pagemap cannot be read (then every page may differ).
+    pub fn dirty_pages(&self) -> Option<Vec<usize>> {
+        let pm = pagemap()?;
+        let os = os_page();
+        let per = PAGE / os;
+        let n = self.size / os;
+        let mut entries = vec![0u8; n * 8];
+        let first = (self.base / os) as u64 * 8;
+        pm.read_exact_at(&mut entries, first).ok()?;
+        let mut out = Vec::new();
+        for page in 0..self.size / PAGE {
+            let dirty = (0..per).any(|k| {
+                let at = (page * per + k) * 8;
+                let e = u64::from_le_bytes(entries[at..at + 8].try_into().unwrap_or([0; 8]));
+                let present = e >> 63 & 1 == 1;
+                let swapped = e >> 62 & 1 == 1;
+                let file = e >> 61 & 1 == 1;
+                swapped || (present && !file)
+            });
+            if dirty {
+                out.push(page);
+            }
+        }
+        Some(out)
+    }
+}
+
+impl Drop for Region {
+    fn drop(&mut self) {
+        // SAFETY: the whole reservation belongs to this region and nothing
+        // refers to it any more (wasmtime dropped the memory).
+        unsafe {
+            libc::munmap(self.base as *mut libc::c_void, self.reserved + self.guard);
+        }
+    }
+}
+
+fn pagemap() -> Option<&'static File> {
+    static PAGEMAP: OnceLock<Option<File>> = OnceLock::new();
+    PAGEMAP
+        .get_or_init(|| {
+            if std::env::var_os("ARBOR_WASM_NO_PAGEMAP").is_some() {
+                return None;
+            }
+            File::open("/proc/self/pagemap").ok()
+        })
+        .as_ref()
+}
+
+/// Whether dirty pages are found through `/proc/self/pagemap` (else every
+/// page is hashed at snapshot time).
+pub fn pagemap_available() -> bool {
+    pagemap().is_some()
+}
+
+/// A live region shared between wasmtime's memory object and the sandbox.
+#[derive(Debug, Clone)]
+pub struct SharedRegion(Arc<Mutex<Region>>);
+
+// SAFETY: `Region` holds addresses as integers, not references; every
+// access to the mapped bytes goes through the mutex or happens while the
+// owning store is exclusively borrowed by one thread.
+unsafe impl Send for SharedRegion {}
+// SAFETY: as above.
+unsafe impl Sync for SharedRegion {}
+
+impl SharedRegion {
+    /// Lock the region.
+    pub fn lock(&self) -> std::sync::MutexGuard<'_, Region> {
+        self.0.lock().unwrap_or_else(|p| p.into_inner())
+    }
+}
+
+struct MappedMemory {
+    region: SharedRegion,
+    base: usize,
+    capacity: usize,
+}
+
+// SAFETY: `as_ptr` returns the fixed base of a reservation of `reserved +
+// guard` bytes that lives as long as this object; `[base, base + byte_size)`
+// is mapped read-write, the guard after `reserved` stays unmapped
+// (`PROT_NONE`), and growth never moves the base.
+unsafe impl wasmtime::LinearMemory for MappedMemory {
+    fn byte_size(&self) -> usize {
+        self.region.lock().size
+    }
+
+    fn byte_capacity(&self) -> usize {
+        self.capacity
+    }
+
+    fn grow_to(&mut self, new_size: usize) -> wasmtime::Result<()> {
+        let mut r = self.region.lock();
+        if new_size > self.capacity {
+            wasmtime::bail!("linear memory cannot grow past its reservation");
+        }
+        if new_size > r.mapped {
+            let from = r.mapped;
+            r.protect_rw(from, new_size)
+                .map_err(|e| wasmtime::format_err!("{e}"))?;
+        }
+        r.size = new_size;
+        Ok(())
+    }
+
+    fn as_ptr(&self) -> *mut u8 {
+        self.base as *mut u8
+    }
+}
+
+thread_local! {
+    static STAGED: RefCell<Option<Arc<MemoryImage>>> = const { RefCell::new(None) };
+    static CREATED: RefCell<Option<SharedRegion>> = const { RefCell::new(None) };
+}
+
+/// Stage the image the next memory created on this thread maps.
+pub fn stage_image(image: Arc<MemoryImage>) {
+    STAGED.with(|s| *s.borrow_mut() = Some(image));
+    CREATED.with(|c| *c.borrow_mut() = None);
+}
+
+/// The region created for the staged image (after instantiation).
+pub fn take_created() -> Option<SharedRegion> {
+    STAGED.with(|s| *s.borrow_mut() = None);
+    CREATED.with(|c| c.borrow_mut().take())
+}
+
+/// The engine's memory creator: maps the image staged on this thread.
+#[derive(Debug, Default)]
+pub struct ImageMemoryCreator;
+
+// SAFETY: memories are `MappedMemory` values whose guarantees are stated on
+// their `LinearMemory` impl; `reserved` and `guard` are honoured exactly.
+unsafe impl wasmtime::MemoryCreator for ImageMemoryCreator {
+    fn new_memory(
+        &self,
+        ty: wasmtime::MemoryType,
+        minimum: usize,
+        maximum: Option<usize>,
+        reserved_size_in_bytes: Option<usize>,
+        guard_size_in_bytes: usize,
+    ) -> std::result::Result<Box<dyn wasmtime::LinearMemory>, String> {
+        if ty.is_64() || ty.is_shared() {
+            return Err("only 32-bit, unshared linear memories are supported".into());
+        }
+        let image = STAGED
+            .with(|s| s.borrow_mut().take())
+            .ok_or("no memory image staged for this instantiation")?;
+        let reserved = reserved_size_in_bytes.unwrap_or(1 << 32);
+        let capacity = maximum.unwrap_or(reserved).min(reserved);
+        if image.pages * PAGE > capacity || minimum > capacity {
+            return Err(format!(
+                "memory image of {} pages does not fit the memory's capacity of {capacity} bytes",
+                image.pages
+            ));
+        }
+        let region = Region::new(&image, minimum, reserved, guard_size_in_bytes)
+            .map_err(|e| e.to_string())?;
+        let base = region.base;
+        let shared = SharedRegion(Arc::new(Mutex::new(region)));
+        CREATED.with(|c| *c.borrow_mut() = Some(shared.clone()));
+        Ok(Box::new(MappedMemory {
+            region: shared,
+            base,
+            capacity,
+        }))
+    }
+}
+
+/// Copy an image's content into a flat buffer (tests and restore checks).
+pub fn read_image(image: &MemoryImage) -> Result<Vec<u8>> {
+    let mut out = vec![0u8; image.pages * PAGE];
+    for seg in &image.segments {
+        if let Some((file, off)) = &seg.source {
+            let f = File::from(file.fd.as_fd().try_clone_to_owned().map_err(|source| {
+                WasmError::Memory {
+                    what: "duplicate memfd",
+                    source,
+                }
+            })?);
+            f.read_exact_at(
+                &mut out[seg.start * PAGE..seg.end() * PAGE],
+                (off * PAGE) as u64,
+            )
+            .map_err(|source| WasmError::Memory {
+                what: "read memfd",
+                source,
+            })?;
+        }
+    }
+    Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn page_of(b: u8) -> Vec<u8> {
+        vec![b; PAGE]
+    }
+
+    #[test]
+    fn overlay_writes_only_changed_pages_and_coalesces() {
+        let mut live = vec![0u8; 4 * PAGE];
+        live[..PAGE].copy_from_slice(&page_of(1));
+        let hashes: Vec<ObjectId> = (0..4)
+            .map(|i| page_hash(&live[i * PAGE..(i + 1) * PAGE]))
+            .collect();
+        let root = flatten(&hashes, &live).unwrap();
+        assert_eq!(root.segment_count(), 1);
+        live[2 * PAGE..3 * PAGE].copy_from_slice(&page_of(2));
+        live.extend_from_slice(&page_of(3));
+        let changed = vec![(2, page_hash(&page_of(2))), (4, page_hash(&page_of(3)))];
+        let child = root.overlay(5, &changed, &live).unwrap();
+        assert_eq!(child.pages(), 5);
+        assert_eq!(read_image(&child).unwrap(), live);
+        assert_eq!(
+            read_image(&root).unwrap(),
+            live[..4 * PAGE]
+                .iter()
+                .enumerate()
+                .map(|(i, b)| if (2 * PAGE..3 * PAGE).contains(&i) {
+                    0
+                } else {
+                    *b
+                })
+                .collect::<Vec<_>>()
+        );
+        assert!(child.segment_count() <= 4, "{:?}", child.segments);
+        assert_ne!(child.memory_hash(), root.memory_hash());
+    }
+
+    #[test]
+    fn many_overlays_flatten() {
+        let mut live = vec![0u8; 64 * PAGE];
+        let hashes = vec![ZERO_PAGE; 64];
+        let mut image = flatten(&hashes, &live).unwrap();
+        for i in (0..64).step_by(2) {
+            live[i * PAGE] = 9;
+            let h = page_hash(&live[i * PAGE..(i + 1) * PAGE]);
+            image = image.overlay(64, &[(i, h)], &live).unwrap();
+            assert!(image.segment_count() <= MAX_SEGMENTS);
+        }
+        assert_eq!(read_image(&image).unwrap(), live);
+    }
+
+    #[test]
+    fn region_maps_image_and_tracks_dirty_pages() {
+        let mut live = vec![0u8; 8 * PAGE];
+        live[3 * PAGE..4 * PAGE].copy_from_slice(&page_of(7));
+        let hashes: Vec<ObjectId> = (0..8)
+            .map(|i| page_hash(&live[i * PAGE..(i + 1) * PAGE]))
+            .collect();
+        let image = flatten(&hashes, &live).unwrap();
+        let region = Region::new(&image, 8 * PAGE, 1 << 24, 1 << 16).unwrap();
+        // SAFETY: no guest runs; the test is the only user of the region.
+        let bytes = unsafe { region.bytes() };
+        assert_eq!(bytes, &live[..]);
+        if pagemap_available() {
+            assert_eq!(region.dirty_pages().unwrap(), Vec::<usize>::new());
+            // SAFETY: inside the mapped range; nobody else reads it.
+            unsafe { *(region.base as *mut u8).add(5 * PAGE + 10) = 1 };
+            assert_eq!(region.dirty_pages().unwrap(), vec![5]);
+        }
+    }
+}
