@@ -269,7 +269,10 @@ impl Plan {
             fork_counts: vec![1, 8, 64],
             disk_forks: 8,
             copy_limit_large: 8,
-            budget: Duration::from_secs(300),
+            // About 13 minutes in all on 2 cores: enough for one sample of
+            // every copy-based method at N = 64 on the medium workspace and
+            // N = 8 on the large one.
+            budget: Duration::from_secs(780),
             case_cap: Duration::from_secs(8),
         }
     }
@@ -489,7 +492,7 @@ type Prepared = (MethodId, std::result::Result<Box<dyn Method>, Outcome>);
 fn budget_weight(workload: &ComparisonWorkload) -> f64 {
     match workload.name {
         "small" => 1.0,
-        "medium" => 2.0,
+        "medium" => 3.0,
         _ => 4.0,
     }
 }
@@ -499,7 +502,7 @@ fn budget_weight(workload: &ComparisonWorkload) -> f64 {
 /// Failures of single methods are recorded in the report, never returned.
 ///
 /// Time budget: each workload gets a share of what is left of
-/// [`Plan::budget`] (small 1, medium 2, large 4); a method skips a sample
+/// [`Plan::budget`] (small 1, medium 3, large 4); a method skips a sample
 /// that would not fit in its workload's share (estimated from its previous
 /// samples, or from N times its single fork), and the report says so.
 /// Arbor always takes at least one sample, so every ratio has a base.
@@ -701,6 +704,10 @@ fn measure_case(
                 }
                 continue;
             }
+            // Write back every dirty page first (untimed), so no method pays
+            // for the writes of the one before it (cp -a leaves tens of MB
+            // dirty, and the next fsync or syncfs would flush them).
+            flush_page_cache();
             let t0 = Instant::now();
             let sample = match op {
                 Operation::Snapshot => method.snapshot(round as u64 + 1),
@@ -784,6 +791,13 @@ fn measure_case(
     // The operation before its disk measurement.
     out.sort_by_key(|r| matches!(r.operation, Operation::Disk(_)));
     (out, walls)
+}
+
+/// `sync(1)`: write back all dirty data, best effort.
+fn flush_page_cache() {
+    if let Err(e) = std::process::Command::new("sync").status() {
+        eprintln!("compare: sync: {e}");
+    }
 }
 
 /// Change one file in each fork and measure the disk they use.

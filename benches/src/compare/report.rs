@@ -481,6 +481,8 @@ Notes on fairness:
   so on a busy disk it pays several journal commits where the floor pays one.
 - `git worktree add` cannot run concurrently on one repository (it races on `.git/worktrees`), \
   so git's forks add their worktrees one at a time; `true` still runs in parallel.
+- Every timed sample starts after an untimed `sync`, so no method pays for the writes of the \
+  method before it.
 - Restore: Arbor opens a fresh `Runtime` (cold warm pool: the sandbox helper is prepared inside the \
   timed section); the page cache is warm for every method (dropping it would disturb other work on \
   the shared machine).
