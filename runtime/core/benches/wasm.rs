@@ -18,10 +18,16 @@
 //! - `wasm_snapshot/N`: `snapshot()` after one small step (pages dirtied
 //!   by that step are hashed and stored);
 //! - `wasm_restore/N`: a fresh runtime loads S from the store (every page
-//!   read and verified), opens it and runs `step("1")`;
+//!   read and verified, split over the cores), opens it and runs
+//!   `step("1")`;
 //! - `wasm_rebuild/N` (printed, not a criterion benchmark: one run takes
 //!   seconds): the alternative to forking, open the root and re-run the
 //!   allocation step; the median of 3 runs (1 in quick mode).
+//!
+//! Printed beside them (not criterion benchmarks): `fork breakdown/N`,
+//! wall time, thread CPU time and minor page faults of `open()`, the first
+//! and second `step("1")` and a step after a snapshot remapped the dirty
+//! pages; `restore breakdown/N`, the same for the parts of a restore.
 //!
 //! `native_fork_true`: the native backend's `Snapshot::open()` +
 //! `exec("true")` on a small imported directory (needs user namespaces;
@@ -153,6 +159,103 @@ fn fixture(mib: usize, wasm: &[u8]) -> Fixture {
     }
 }
 
+/// Minor page faults of this thread so far.
+fn minflt() -> i64 {
+    // SAFETY: getrusage writes a plain struct it is given.
+    unsafe {
+        let mut u: libc::rusage = std::mem::zeroed();
+        libc::getrusage(libc::RUSAGE_THREAD, &mut u);
+        u.ru_minflt
+    }
+}
+
+/// CPU time this thread has used (unlike wall time, not inflated when
+/// other processes share the cores).
+fn cpu_time() -> Duration {
+    // SAFETY: clock_gettime writes a plain struct it is given.
+    let ts = unsafe {
+        let mut ts: libc::timespec = std::mem::zeroed();
+        libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut ts);
+        ts
+    };
+    Duration::new(ts.tv_sec as u64, ts.tv_nsec as u32)
+}
+
+/// Wall time, thread CPU time and minor page faults of `f`.
+fn measure<T>(f: impl FnOnce() -> T) -> (T, [i64; 3]) {
+    let (f0, c0, t) = (minflt(), cpu_time(), Instant::now());
+    let out = f();
+    let wall = t.elapsed().as_nanos() as i64;
+    let cpu = (cpu_time() - c0).as_nanos() as i64;
+    (out, [wall, cpu, minflt() - f0])
+}
+
+/// Where a fork's time until its first step returns goes: `open()`, the
+/// first `step("1")`, a second `step("1")`, and a `step("1")` on the same
+/// instance right after a snapshot remapped its dirty pages (so it takes
+/// the copy-on-write faults again, but not on a fresh instance), each with
+/// the minor page faults it took (medians of 100 forks).
+fn fork_breakdown(snap: &WasmSnapshot, mib: usize) {
+    let mut rows: Vec<[[i64; 3]; 4]> = Vec::new();
+    for _ in 0..100 {
+        let (mut sb, open) = measure(|| snap.open().expect("fork"));
+        let ((), first) = measure(|| ok(&mut sb, "1"));
+        let ((), second) = measure(|| ok(&mut sb, "1"));
+        sb.snapshot().expect("snapshot");
+        let ((), remapped) = measure(|| ok(&mut sb, "1"));
+        rows.push([open, first, second, remapped]);
+    }
+    let median = |k: usize| median_cell(&rows, k, 1e3, "µs", 1);
+    eprintln!(
+        "fork breakdown/{mib} (medians of 100): open: {}; first step: {}; second step: {}; \
+         step after a snapshot remapped the dirty pages: {}",
+        median(0),
+        median(1),
+        median(2),
+        median(3)
+    );
+}
+
+/// Column `k` of `rows` (nanoseconds wall, nanoseconds CPU, page faults) as
+/// medians: the times divided by `scale` and shown in `unit`.
+fn median_cell(rows: &[[[i64; 3]; 4]], k: usize, scale: f64, unit: &str, digits: usize) -> String {
+    let m = |j: usize| {
+        let mut v: Vec<i64> = rows.iter().map(|r| r[k][j]).collect();
+        v.sort_unstable();
+        v[v.len() / 2]
+    };
+    format!(
+        "{:.digits$} {unit} wall, {:.digits$} {unit} cpu, {} faults",
+        m(0) as f64 / scale,
+        m(1) as f64 / scale,
+        m(2)
+    )
+}
+
+/// Where a restore's time goes: loading the snapshot record, loading the
+/// memory image (every page read and verified), opening (the first open
+/// in a runtime also loads the compiled guest from the cache) and the
+/// first step (medians of 5).
+fn restore_breakdown(dir: &Path, snap: &WasmSnapshot, mib: usize) {
+    let mut rows: Vec<[[i64; 3]; 4]> = Vec::new();
+    for _ in 0..5 {
+        let rt = open_runtime(dir);
+        let (s, record) = measure(|| rt.snapshot(snap.id()).expect("load"));
+        let (_, image) = measure(|| s.image().expect("image"));
+        let (mut sb, open) = measure(|| s.open().expect("open"));
+        let ((), step) = measure(|| ok(&mut sb, "1"));
+        rows.push([record, image, open, step]);
+    }
+    let median = |k: usize| median_cell(&rows, k, 1e6, "ms", 2);
+    eprintln!(
+        "restore breakdown/{mib} (medians of 5): record: {}; image: {}; open: {}; first step: {}",
+        median(0),
+        median(1),
+        median(2),
+        median(3)
+    );
+}
+
 fn sizes() -> Vec<usize> {
     if quick_mode() {
         vec![16, 64]
@@ -172,6 +275,8 @@ fn bench_wasm(c: &mut Criterion) {
     }
     for mib in sizes() {
         let f = fixture(mib, &wasm);
+        fork_breakdown(&f.snap, mib);
+        restore_breakdown(&f.dir, &f.snap, mib);
         let mut g = c.benchmark_group("wasm");
         let (samples, warm_up, measurement) = timing();
         g.sample_size(samples)

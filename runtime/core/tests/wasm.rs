@@ -368,12 +368,7 @@ fn workspace_files_are_shared_with_the_host_and_forked() {
 fn snapshot_cost_follows_dirty_pages() {
     let d = tempfile::tempdir().unwrap();
     let rt = runtime(d.path());
-    let root = python(&rt);
-    let mut sb = root.open().unwrap();
-    run(
-        &mut sb,
-        "import os\nblob = [os.urandom(1 << 20) for _ in range(16)]",
-    );
+    let mut sb = session_with_random_blob(&rt, 16, "");
     let big = sb.snapshot().unwrap();
     let objects_before = count_objects(rt.store());
     run(&mut sb, "small = 1");
@@ -387,6 +382,17 @@ fn snapshot_cost_follows_dirty_pages() {
     let mut objs = rt.referenced_objects(next.id()).unwrap();
     objs.retain(|o| !rt.store().has_object(o));
     assert!(objs.is_empty(), "referenced objects missing: {objs:?}");
+}
+
+/// A fresh Python session holding `mib` MiB of random bytes (pages that
+/// cannot be deduplicated), then running `more`.
+fn session_with_random_blob(rt: &WasmRuntime, mib: usize, more: &str) -> WasmSandbox {
+    let mut sb = python(rt).open().unwrap();
+    run(
+        &mut sb,
+        &format!("import os\nblob = [os.urandom(1 << 20) for _ in range({mib})]{more}"),
+    );
+    sb
 }
 
 fn count_objects(store: &Store) -> usize {
@@ -407,4 +413,93 @@ fn walk(p: &Path) -> usize {
                 .sum()
         })
         .unwrap_or(0)
+}
+
+#[test]
+fn a_chain_of_fifty_small_snapshots_forks_correctly_and_stores_only_dirty_pages() {
+    let d = tempfile::tempdir().unwrap();
+    let rt = runtime(d.path());
+    let mut sb = session_with_random_blob(&rt, 8, "\nvals = []");
+    let mut chain = vec![sb.snapshot().unwrap()];
+    let mut most_segments = 0;
+    for n in 0..50 {
+        let before = count_objects(rt.store());
+        run(&mut sb, &format!("vals.append({n} * 7)\nx{n} = {n}"));
+        let s = sb.snapshot().unwrap();
+        let written = count_objects(rt.store()) - before;
+        assert!(written < 64, "snapshot {n} wrote {written} objects");
+        most_segments = most_segments.max(s.image().unwrap().segment_count());
+        chain.push(s);
+    }
+    // Small snapshots are overlays, not copies of the memory.
+    assert!(most_segments > 1, "every snapshot was flattened");
+    for (k, snap) in chain
+        .iter()
+        .enumerate()
+        .step_by(7)
+        .chain([(50, &chain[50])])
+    {
+        for _ in 0..2 {
+            let mut f = snap.open().unwrap();
+            assert_eq!(f.memory_hash(), snap.memory_hash());
+            let want: Vec<usize> = (0..k).map(|n| n * 7).collect();
+            assert_eq!(
+                run(&mut f, "print(vals, len(blob), sum(len(b) for b in blob))"),
+                format!("{want:?} 8 {}\n", 8 << 20)
+            );
+            assert_eq!(
+                f.step(&format!("x{k}")).unwrap().outcome,
+                StepOutcome::Exception
+            );
+        }
+    }
+    // The session itself continues on the last snapshot.
+    assert_eq!(run(&mut sb, "print(len(vals), x49)"), "50 49\n");
+    // A fresh runtime restores the tip from the store alone.
+    let rt2 = runtime(d.path());
+    let tip = rt2.snapshot(chain[50].id()).unwrap();
+    assert_eq!(tip.memory_hash(), chain[50].memory_hash());
+    let mut f = tip.open().unwrap();
+    assert_eq!(run(&mut f, "print(vals[-1], x0)"), "343 0\n");
+}
+
+#[test]
+fn workspace_directories_are_reused_only_when_empty() {
+    let d = tempfile::tempdir().unwrap();
+    let rt = runtime(d.path());
+    let root = python(&rt);
+    let mut a = root.open().unwrap();
+    a.write_file("kept.txt", b"from a").unwrap();
+    run(&mut a, "open('/workspace/guest.txt', 'w').write('g')");
+    let a_dir = a.workspace().unwrap().to_path_buf();
+    drop(a);
+    // A used workspace is removed, never handed to another sandbox.
+    assert!(!a_dir.exists());
+    let b = root.open().unwrap();
+    let b_dir = b.workspace().unwrap().to_path_buf();
+    drop(b);
+    // An empty one is kept and reused, and is still empty.
+    assert!(b_dir.exists());
+    let mut c = root.open().unwrap();
+    assert_eq!(c.workspace().unwrap(), b_dir);
+    assert_eq!(std::fs::read_dir(&b_dir).unwrap().count(), 0);
+    assert_eq!(
+        run(&mut c, "import os\nprint(os.listdir('/workspace'))"),
+        "[]\n"
+    );
+    run(&mut c, "open('/workspace/c.txt', 'w').write('c')");
+    let snap = c.snapshot().unwrap();
+    drop(c);
+    assert!(!b_dir.exists());
+    // A snapshot with files gets a fresh, materialised directory.
+    let mut e = snap.open().unwrap();
+    assert_eq!(run(&mut e, "print(open('/workspace/c.txt').read())"), "c\n");
+    drop(e);
+    // Dropping the runtime removes the kept directories.
+    let f = root.open().unwrap();
+    let f_dir = f.workspace().unwrap().to_path_buf();
+    drop(f);
+    assert!(f_dir.exists());
+    drop((root, snap, rt));
+    assert!(!f_dir.exists());
 }

@@ -5,8 +5,19 @@
 //! ([`PageFile`]) at some offset, or that are zero. Each snapshot writes only
 //! the pages that changed since its parent into a fresh memfd and overlays
 //! them on the parent's segment list, so taking it costs what the steps
-//! dirtied; once the list grows past [`MAX_SEGMENTS`] the image is flattened
-//! into one memfd (a copy of the non-zero pages, paid at snapshot time).
+//! dirtied. The session then remaps only its dirty pages from the new image.
+//!
+//! Flattening (copying every non-zero page into one memfd) costs the whole
+//! memory, so it is never paid per snapshot:
+//! - at snapshot time only when the image has become wasteful, i.e. its
+//!   segments exceed a quarter of its pages or the page files it holds are
+//!   more than twice its size ([`MemoryImage::overlay`]); both need as many
+//!   newly dirtied pages as the flatten copies, so the cost is amortised
+//!   over the dirty pages (a few page copies per dirty page at worst);
+//! - at fork time, lazily and once per image, when the image has more than
+//!   [`MAX_SEGMENTS`] segments ([`MemoryImage::for_mapping`]): the first
+//!   open of a fragmented snapshot pays one copy, every later fork of it
+//!   maps one segment. Snapshots that are never forked never pay it.
 //!
 //! A fork reserves the whole address range wasmtime asks for (4 GiB plus the
 //! guard, `PROT_NONE`) and maps each segment there `MAP_PRIVATE | MAP_FIXED`:
@@ -34,9 +45,15 @@ use crate::store::object::ObjectId;
 /// of page objects in the store.
 pub const PAGE: usize = 64 * 1024;
 
-/// Segment lists longer than this are flattened at snapshot time, so that a
-/// fork never needs more than this many `mmap` calls.
+/// Images with more segments than this are flattened (lazily, once) before a
+/// fork maps them, so that a fork never needs more than this many `mmap`
+/// calls.
 pub const MAX_SEGMENTS: usize = 16;
+
+/// At snapshot time an image is flattened when its segments exceed
+/// `max(MIN_FLATTEN_SEGMENTS, pages / 4)`; this bounds the mappings (VMAs)
+/// of a live session.
+const MIN_FLATTEN_SEGMENTS: usize = 64;
 
 /// The hash recorded for an all-zero page (never stored as an object).
 pub const ZERO_PAGE: ObjectId = ObjectId([0; 32]);
@@ -61,6 +78,7 @@ fn os_err(what: &'static str) -> WasmError {
 #[derive(Debug)]
 pub struct PageFile {
     fd: OwnedFd,
+    pages: usize,
 }
 
 impl PageFile {
@@ -75,21 +93,37 @@ impl PageFile {
             what: "size memfd",
             source: e.into(),
         })?;
-        Ok(Self { fd })
+        Ok(Self { fd, pages })
+    }
+
+    fn file(&self) -> Result<File> {
+        Ok(File::from(self.fd.try_clone().map_err(|source| {
+            WasmError::Memory {
+                what: "duplicate memfd",
+                source,
+            }
+        })?))
     }
 
     /// Write one page at page offset `at`.
     pub fn write_page(&self, at: usize, bytes: &[u8]) -> Result<()> {
         debug_assert_eq!(bytes.len(), PAGE);
-        let file = File::from(self.fd.try_clone().map_err(|source| WasmError::Memory {
-            what: "duplicate memfd",
-            source,
-        })?);
-        file.write_all_at(bytes, (at * PAGE) as u64)
-            .map_err(|source| WasmError::Memory {
-                what: "write memfd",
-                source,
-            })
+        let mut done = 0;
+        while done < bytes.len() {
+            let n = rustix::io::pwrite(&self.fd, &bytes[done..], (at * PAGE + done) as u64)
+                .map_err(|e| WasmError::Memory {
+                    what: "write memfd",
+                    source: e.into(),
+                })?;
+            if n == 0 {
+                return Err(WasmError::Memory {
+                    what: "write memfd",
+                    source: std::io::ErrorKind::WriteZero.into(),
+                });
+            }
+            done += n;
+        }
+        Ok(())
     }
 }
 
@@ -146,15 +180,23 @@ pub struct MemoryImage {
     pages: usize,
     segments: Vec<Segment>,
     hashes: Arc<Vec<ObjectId>>,
+    /// The same content in one segment, made on first need by
+    /// [`MemoryImage::for_mapping`].
+    flat: OnceLock<Arc<MemoryImage>>,
 }
 
 impl MemoryImage {
     /// An image from explicit parts; checks the invariant.
     pub fn new(pages: usize, segments: Vec<Segment>, hashes: Vec<ObjectId>) -> Self {
+        Self::with_hashes(pages, segments, Arc::new(hashes))
+    }
+
+    fn with_hashes(pages: usize, segments: Vec<Segment>, hashes: Arc<Vec<ObjectId>>) -> Self {
         let image = Self {
             pages,
             segments: coalesce(segments),
-            hashes: Arc::new(hashes),
+            hashes,
+            flat: OnceLock::new(),
         };
         image.check();
         image
@@ -186,6 +228,86 @@ impl MemoryImage {
         &self.hashes
     }
 
+    /// The image a fork maps: `self` when it has at most [`MAX_SEGMENTS`]
+    /// segments, else a flattened copy of it (one memfd), made on the first
+    /// call and kept for later ones.
+    pub fn for_mapping(self: &Arc<Self>) -> Result<Arc<MemoryImage>> {
+        if self.segments.len() <= MAX_SEGMENTS {
+            return Ok(self.clone());
+        }
+        if let Some(f) = self.flat.get() {
+            return Ok(f.clone());
+        }
+        let flat = Arc::new(self.flattened()?);
+        Ok(self.flat.get_or_init(|| flat).clone())
+    }
+
+    /// The flattened copy if one was made, else `self`.
+    pub fn preferred(self: &Arc<Self>) -> Arc<MemoryImage> {
+        self.flat.get().cloned().unwrap_or_else(|| self.clone())
+    }
+
+    /// Copy every file-backed segment into one new memfd (zero segments
+    /// stay holes).
+    fn flattened(&self) -> Result<MemoryImage> {
+        let file = Arc::new(PageFile::new(self.pages)?);
+        let out = file.file()?;
+        let mut buf = vec![0u8; 16 * PAGE];
+        for seg in &self.segments {
+            let Some((src, off)) = &seg.source else {
+                continue;
+            };
+            let input = src.file()?;
+            let mut done = 0;
+            while done < seg.pages {
+                let n = (seg.pages - done).min(16);
+                let chunk = &mut buf[..n * PAGE];
+                input
+                    .read_exact_at(chunk, ((off + done) * PAGE) as u64)
+                    .map_err(|source| WasmError::Memory {
+                        what: "read memfd",
+                        source,
+                    })?;
+                out.write_all_at(chunk, ((seg.start + done) * PAGE) as u64)
+                    .map_err(|source| WasmError::Memory {
+                        what: "write memfd",
+                        source,
+                    })?;
+                done += n;
+            }
+        }
+        let segments = if self.pages == 0 {
+            Vec::new()
+        } else {
+            vec![Segment {
+                start: 0,
+                pages: self.pages,
+                source: Some((file, 0)),
+            }]
+        };
+        Ok(MemoryImage::with_hashes(
+            self.pages,
+            segments,
+            self.hashes.clone(),
+        ))
+    }
+
+    /// Pages of the memfds this image holds (each counted once).
+    fn held_pages(&self) -> usize {
+        let mut seen: Vec<*const PageFile> = Vec::new();
+        let mut total = 0;
+        for s in &self.segments {
+            if let Some((f, _)) = &s.source {
+                let p = Arc::as_ptr(f);
+                if !seen.contains(&p) {
+                    seen.push(p);
+                    total += f.pages;
+                }
+            }
+        }
+        total
+    }
+
     /// The memory hash: blake3 of the page count and every page hash.
     pub fn memory_hash(&self) -> ObjectId {
         memory_hash(&self.hashes)
@@ -194,14 +316,16 @@ impl MemoryImage {
     /// The image of a memory after the pages in `changed` (page index, new
     /// hash, content) were written on top of `self`, grown to `pages`.
     /// Changed non-zero pages go to one new memfd. Flattens (copying the
-    /// whole memory from `live`, which must hold the new content) when the
-    /// segment list would grow past [`MAX_SEGMENTS`].
+    /// whole memory from `live`, which must hold the new content) only when
+    /// the result would be wasteful: more than `max(64, pages / 4)`
+    /// segments, or page files holding more than twice the memory; the
+    /// second value says whether it did.
     pub fn overlay(
         &self,
         pages: usize,
         changed: &[(usize, ObjectId)],
         live: &[u8],
-    ) -> Result<MemoryImage> {
+    ) -> Result<(MemoryImage, bool)> {
         let mut hashes: Vec<ObjectId> = self.hashes.as_ref().clone();
         hashes.resize(pages, ZERO_PAGE);
         for &(i, h) in changed {
@@ -252,11 +376,12 @@ impl MemoryImage {
             }
             segments = apply_patches(&segments, patches);
         }
-        let segments = coalesce(segments);
-        if segments.len() > MAX_SEGMENTS {
-            return flatten(&hashes, live);
+        let image = MemoryImage::new(pages, segments, hashes);
+        let too_many = image.segments.len() > MIN_FLATTEN_SEGMENTS.max(pages / 4);
+        if too_many || image.held_pages() > 2 * pages + MIN_FLATTEN_SEGMENTS {
+            return Ok((flatten(&image.hashes, live)?, true));
         }
-        Ok(MemoryImage::new(pages, segments, hashes))
+        Ok((image, false))
     }
 }
 
@@ -403,29 +528,7 @@ impl Region {
             });
         }
         for seg in &image.segments {
-            let addr = self.base + seg.start * PAGE;
-            let bytes = seg.pages * PAGE;
-            let (flags, fd, off) = match &seg.source {
-                Some((file, off)) => (libc::MAP_PRIVATE, file.fd.as_raw_fd(), off * PAGE),
-                None => (libc::MAP_PRIVATE | libc::MAP_ANONYMOUS, -1, 0),
-            };
-            // SAFETY: the target range lies inside this region's own
-            // reservation (checked above), which no Rust reference points
-            // into while the guest is not running; MAP_FIXED replaces only
-            // those pages.
-            let p = unsafe {
-                libc::mmap(
-                    addr as *mut libc::c_void,
-                    bytes,
-                    libc::PROT_READ | libc::PROT_WRITE,
-                    flags | libc::MAP_FIXED,
-                    fd,
-                    off as libc::off_t,
-                )
-            };
-            if p == libc::MAP_FAILED {
-                return Err(os_err("map image segment"));
-            }
+            self.map_segment(seg)?;
         }
         if self.mapped > len {
             // SAFETY: as above; the range is inside the reservation.
@@ -444,6 +547,79 @@ impl Region {
             }
         }
         self.mapped = len;
+        Ok(())
+    }
+
+    /// Map the pages `dirty` (sorted page indices, all below the image's
+    /// size) again from `image`, which must hold the memory's current
+    /// content for every page: afterwards they count as clean. Pages not in
+    /// `dirty` must be unchanged since the last mapping and equal in
+    /// `image`. Consecutive pages with contiguous sources share one `mmap`.
+    pub fn remap_pages(&mut self, image: &MemoryImage, dirty: &[usize]) -> Result<()> {
+        let len = image.pages * PAGE;
+        if len > self.reserved || len < self.size {
+            return Err(WasmError::Memory {
+                what: "remap pages from an image of another size",
+                source: std::io::Error::from_raw_os_error(libc::EINVAL),
+            });
+        }
+        let mut seg = 0;
+        let mut i = 0;
+        while i < dirty.len() {
+            let first = dirty[i];
+            while image.segments[seg].end() <= first {
+                seg += 1;
+            }
+            let s = &image.segments[seg];
+            let mut last = first;
+            while i + 1 < dirty.len() && dirty[i + 1] == last + 1 && dirty[i + 1] < s.end() {
+                i += 1;
+                last += 1;
+            }
+            i += 1;
+            let run = Segment {
+                start: first,
+                pages: last + 1 - first,
+                source: s
+                    .source
+                    .as_ref()
+                    .map(|(f, off)| (f.clone(), off + (first - s.start))),
+            };
+            self.map_segment(&run)?;
+        }
+        Ok(())
+    }
+
+    fn map_segment(&self, seg: &Segment) -> Result<()> {
+        let addr = self.base + seg.start * PAGE;
+        let bytes = seg.pages * PAGE;
+        let (flags, fd, off) = match &seg.source {
+            Some((file, off)) => (libc::MAP_PRIVATE, file.fd.as_raw_fd(), off * PAGE),
+            None => (libc::MAP_PRIVATE | libc::MAP_ANONYMOUS, -1, 0),
+        };
+        if seg.end() * PAGE > self.reserved {
+            return Err(WasmError::Memory {
+                what: "map image segment past the reservation",
+                source: std::io::Error::from_raw_os_error(libc::ENOMEM),
+            });
+        }
+        // SAFETY: the target range lies inside this region's own
+        // reservation (checked above), which no Rust reference points into
+        // while the guest is not running; MAP_FIXED replaces only those
+        // pages.
+        let p = unsafe {
+            libc::mmap(
+                addr as *mut libc::c_void,
+                bytes,
+                libc::PROT_READ | libc::PROT_WRITE,
+                flags | libc::MAP_FIXED,
+                fd,
+                off as libc::off_t,
+            )
+        };
+        if p == libc::MAP_FAILED {
+            return Err(os_err("map image segment"));
+        }
         Ok(())
     }
 
@@ -489,6 +665,14 @@ impl Region {
     /// when pagemap cannot be read (then every page may differ).
     pub fn dirty_pages(&self) -> Option<Vec<usize>> {
         let pm = pagemap()?;
+        if let Some(pages) = self.dirty_pages_scan(pm) {
+            return Some(pages);
+        }
+        self.dirty_pages_read(pm)
+    }
+
+    /// [`Region::dirty_pages`] by reading one pagemap entry per OS page.
+    fn dirty_pages_read(&self, pm: &File) -> Option<Vec<usize>> {
         let os = os_page();
         let per = PAGE / os;
         let n = self.size / os;
@@ -512,6 +696,105 @@ impl Region {
         Some(out)
     }
 }
+
+impl Region {
+    /// [`Region::dirty_pages`] through the `PAGEMAP_SCAN` ioctl (Linux
+    /// 6.7+), which returns only the ranges of written pages instead of 8
+    /// bytes for every page of the memory, so the cost follows the dirty
+    /// pages. `None` where the kernel lacks it.
+    fn dirty_pages_scan(&self, pm: &File) -> Option<Vec<usize>> {
+        if !SCAN_SUPPORTED.load(std::sync::atomic::Ordering::Relaxed) {
+            return None;
+        }
+        let mut regions = vec![PageRegion::default(); 256];
+        let end = (self.base + self.size) as u64;
+        let mut start = self.base as u64;
+        let mut out: Vec<usize> = Vec::new();
+        while start < end {
+            let mut arg = PmScanArg {
+                size: std::mem::size_of::<PmScanArg>() as u64,
+                flags: 0,
+                start,
+                end,
+                walk_end: 0,
+                vec: regions.as_mut_ptr() as u64,
+                vec_len: regions.len() as u64,
+                max_pages: 0,
+                // Written: present or swapped, and not the file's page.
+                category_inverted: PAGE_IS_FILE,
+                category_mask: PAGE_IS_FILE,
+                category_anyof_mask: PAGE_IS_PRESENT | PAGE_IS_SWAPPED,
+                return_mask: PAGE_IS_PRESENT | PAGE_IS_SWAPPED | PAGE_IS_FILE,
+            };
+            // SAFETY: `arg` is a valid pm_scan_arg whose `vec` points to
+            // `regions.len()` writable page_region entries that outlive the
+            // call; the kernel writes only those and `arg`.
+            let n = unsafe {
+                libc::ioctl(
+                    pm.as_raw_fd(),
+                    PAGEMAP_SCAN as _,
+                    &mut arg as *mut PmScanArg,
+                )
+            };
+            if n < 0 {
+                let e = std::io::Error::last_os_error().raw_os_error();
+                if matches!(e, Some(libc::ENOTTY | libc::EINVAL | libc::EOPNOTSUPP)) {
+                    SCAN_SUPPORTED.store(false, std::sync::atomic::Ordering::Relaxed);
+                }
+                return None;
+            }
+            for r in &regions[..n as usize] {
+                let first = (r.start as usize - self.base) / PAGE;
+                let last = (r.end as usize - 1 - self.base) / PAGE;
+                for page in first..=last {
+                    if out.last() != Some(&page) {
+                        out.push(page);
+                    }
+                }
+            }
+            if arg.walk_end <= start {
+                return None;
+            }
+            start = arg.walk_end;
+        }
+        Some(out)
+    }
+}
+
+static SCAN_SUPPORTED: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(true);
+
+/// `struct pm_scan_arg` of `<linux/fs.h>`.
+#[repr(C)]
+struct PmScanArg {
+    size: u64,
+    flags: u64,
+    start: u64,
+    end: u64,
+    walk_end: u64,
+    vec: u64,
+    vec_len: u64,
+    max_pages: u64,
+    category_inverted: u64,
+    category_mask: u64,
+    category_anyof_mask: u64,
+    return_mask: u64,
+}
+
+/// `struct page_region` of `<linux/fs.h>`.
+#[repr(C)]
+#[derive(Clone, Copy, Default)]
+struct PageRegion {
+    start: u64,
+    end: u64,
+    categories: u64,
+}
+
+const PAGE_IS_FILE: u64 = 1 << 2;
+const PAGE_IS_PRESENT: u64 = 1 << 3;
+const PAGE_IS_SWAPPED: u64 = 1 << 4;
+/// `_IOWR('f', 16, struct pm_scan_arg)`.
+const PAGEMAP_SCAN: libc::c_ulong =
+    (3 << 30) | ((std::mem::size_of::<PmScanArg>() as libc::c_ulong) << 16) | (0x66 << 8) | 16;
 
 impl Drop for Region {
     fn drop(&mut self) {
@@ -700,7 +983,8 @@ mod tests {
         live[2 * PAGE..3 * PAGE].copy_from_slice(&page_of(2));
         live.extend_from_slice(&page_of(3));
         let changed = vec![(2, page_hash(&page_of(2))), (4, page_hash(&page_of(3)))];
-        let child = root.overlay(5, &changed, &live).unwrap();
+        let (child, flattened) = root.overlay(5, &changed, &live).unwrap();
+        assert!(!flattened);
         assert_eq!(child.pages(), 5);
         assert_eq!(read_image(&child).unwrap(), live);
         assert_eq!(
@@ -720,17 +1004,72 @@ mod tests {
     }
 
     #[test]
-    fn many_overlays_flatten() {
-        let mut live = vec![0u8; 64 * PAGE];
-        let hashes = vec![ZERO_PAGE; 64];
-        let mut image = flatten(&hashes, &live).unwrap();
-        for i in (0..64).step_by(2) {
-            live[i * PAGE] = 9;
-            let h = page_hash(&live[i * PAGE..(i + 1) * PAGE]);
-            image = image.overlay(64, &[(i, h)], &live).unwrap();
-            assert!(image.segment_count() <= MAX_SEGMENTS);
+    fn a_chain_of_small_overlays_writes_dirty_pages_and_forks_from_one_segment() {
+        let pages = 256;
+        let mut live = vec![0u8; pages * PAGE];
+        for i in 0..pages {
+            live[i * PAGE] = 1;
         }
+        let hashes: Vec<ObjectId> = (0..pages)
+            .map(|i| page_hash(&live[i * PAGE..(i + 1) * PAGE]))
+            .collect();
+        let mut image = Arc::new(flatten(&hashes, &live).unwrap());
+        let mut region = Region::new(&image, pages * PAGE, 1 << 26, 1 << 16).unwrap();
+        let mut flattens = 0;
+        for step in 0..50usize {
+            // Three scattered pages per step, as a small interpreter step does.
+            let dirty: Vec<usize> = {
+                let mut d: Vec<usize> = (0..3).map(|k| (step * 37 + k * 91) % pages).collect();
+                d.sort();
+                d.dedup();
+                d
+            };
+            for &i in &dirty {
+                // SAFETY: inside the mapped range; the test is its only user.
+                unsafe { *(region.base as *mut u8).add(i * PAGE + 1 + step) = step as u8 + 1 };
+                live[i * PAGE + 1 + step] = step as u8 + 1;
+            }
+            if pagemap_available() {
+                assert_eq!(region.dirty_pages().unwrap(), dirty);
+                let pm = pagemap().unwrap();
+                assert_eq!(region.dirty_pages_read(pm).unwrap(), dirty);
+                if let Some(scan) = region.dirty_pages_scan(pm) {
+                    assert_eq!(scan, dirty);
+                }
+            }
+            let changed: Vec<(usize, ObjectId)> = dirty
+                .iter()
+                .map(|&i| (i, page_hash(&live[i * PAGE..(i + 1) * PAGE])))
+                .collect();
+            let (next, flattened) = image.overlay(pages, &changed, &live).unwrap();
+            let next = Arc::new(next);
+            if flattened {
+                flattens += 1;
+                assert_eq!(next.segment_count(), 1);
+                region.map_image(&next).unwrap();
+            } else {
+                // The new page file holds only the dirty pages.
+                assert!(next.held_pages() <= image.held_pages() + dirty.len());
+                region.remap_pages(&next, &dirty).unwrap();
+            }
+            if pagemap_available() {
+                assert_eq!(region.dirty_pages().unwrap(), Vec::<usize>::new());
+            }
+            // SAFETY: no guest runs; the test is the only user of the region.
+            assert!(unsafe { region.bytes() } == &live[..], "step {step}");
+            image = next;
+        }
+        assert!(flattens <= 3, "{flattens} flattens in 50 small overlays");
+        assert!(image.segment_count() > MAX_SEGMENTS);
         assert_eq!(read_image(&image).unwrap(), live);
+        let flat = image.for_mapping().unwrap();
+        assert_eq!(flat.segment_count(), 1);
+        assert!(Arc::ptr_eq(&flat, &image.for_mapping().unwrap()));
+        assert!(Arc::ptr_eq(&flat, &image.preferred()));
+        assert_eq!(flat.memory_hash(), image.memory_hash());
+        let fork = Region::new(&flat, pages * PAGE, 1 << 26, 1 << 16).unwrap();
+        // SAFETY: as above.
+        assert!(unsafe { fork.bytes() } == &live[..]);
     }
 
     #[test]

@@ -339,7 +339,7 @@ struct RtInner {
     engine: Arc<WasmEngine>,
     guests: Mutex<HashMap<ObjectId, Arc<Guest>>>,
     images: Mutex<HashMap<ObjectId, Weak<MemoryImage>>>,
-    counter: AtomicU64,
+    spare_dirs: Arc<SpareDirs>,
 }
 
 /// The WebAssembly backend over one store. Cheap to clone.
@@ -391,7 +391,7 @@ impl WasmRuntime {
                 engine: engine::engine()?,
                 guests: Mutex::new(HashMap::new()),
                 images: Mutex::new(HashMap::new()),
-                counter: AtomicU64::new(0),
+                spare_dirs: Arc::default(),
             }),
         })
     }
@@ -761,7 +761,10 @@ impl WasmRuntime {
     }
 
     fn run_dir(&self) -> PathBuf {
-        let n = self.inner.counter.fetch_add(1, Ordering::Relaxed);
+        // Process-wide, so that runtimes on the same store never pick the
+        // same name (a runtime keeps empty directories for reuse).
+        static COUNTER: AtomicU64 = AtomicU64::new(0);
+        let n = COUNTER.fetch_add(1, Ordering::Relaxed);
         self.store()
             .run_dir()
             .join(format!("{}-wasm{n}", std::process::id()))
@@ -917,7 +920,7 @@ impl WasmSnapshot {
             .set_fuel(u64::MAX)
             .map_err(|e| engine_err("set fuel", e))?;
         store.set_epoch_deadline(u64::MAX / 2);
-        memory::stage_image(image.clone());
+        memory::stage_image(image.for_mapping()?);
         let instance = guest.pre.instantiate(&mut store);
         let region = memory::take_created();
         let instance =
@@ -985,17 +988,74 @@ impl WasmSnapshot {
     }
 }
 
+/// Empty workspace directories of dropped sandboxes, kept by the runtime
+/// for reuse: a fork of a snapshot whose workspace is empty (the usual
+/// case for interpreter sessions) then pays neither a `mkdir` nor an
+/// `rmdir`, which on a busy ext4 cost hundreds of microseconds. A directory
+/// is kept only if it is empty when its sandbox is dropped (the guest's
+/// instance is gone by then); the rest are removed on drop.
+#[derive(Debug, Default)]
+struct SpareDirs(Mutex<Vec<PathBuf>>);
+
+/// At most this many spare directories are kept.
+const MAX_SPARE_DIRS: usize = 64;
+
+impl SpareDirs {
+    fn lock(&self) -> std::sync::MutexGuard<'_, Vec<PathBuf>> {
+        self.0.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    fn take(&self) -> Option<PathBuf> {
+        self.lock().pop()
+    }
+
+    /// Keep `dir` if it is an empty directory (not a link) and there is
+    /// room, else remove it.
+    fn give(&self, dir: PathBuf) {
+        let empty = std::fs::symlink_metadata(&dir).is_ok_and(|m| m.is_dir())
+            && std::fs::read_dir(&dir).is_ok_and(|mut rd| rd.next().is_none());
+        if empty {
+            let mut spare = self.lock();
+            if spare.len() < MAX_SPARE_DIRS {
+                spare.push(dir);
+                return;
+            }
+        }
+        crate::cleanup::remove_dir_forcefully(&dir);
+    }
+}
+
+impl Drop for SpareDirs {
+    fn drop(&mut self) {
+        for dir in self.lock().drain(..) {
+            crate::cleanup::remove_dir_forcefully(&dir);
+        }
+    }
+}
+
 /// A sandbox's workspace directory.
 #[derive(Debug)]
 struct Workspace {
     dir: PathBuf,
     base: MergedView,
+    spare: Arc<SpareDirs>,
 }
 
 impl Workspace {
     /// Materialise `layers` into a fresh directory `run/<pid>-wasm<n>` (gc
-    /// removes those of dead processes); an empty chain costs one `mkdir`.
+    /// removes those of dead processes); an empty chain reuses an empty
+    /// directory a dropped sandbox left, else costs one `mkdir`.
     fn materialize(rt: &WasmRuntime, layers: &[LayerId]) -> Result<Workspace> {
+        let spare = rt.inner.spare_dirs.clone();
+        if layers.is_empty()
+            && let Some(dir) = spare.take()
+        {
+            return Ok(Workspace {
+                dir,
+                base: MergedView::default(),
+                spare,
+            });
+        }
         let dir = rt.run_dir();
         let made = (|| -> Result<MergedView> {
             if layers.is_empty() {
@@ -1014,7 +1074,7 @@ impl Workspace {
             }
         })();
         match made {
-            Ok(base) => Ok(Workspace { dir, base }),
+            Ok(base) => Ok(Workspace { dir, base, spare }),
             Err(e) => {
                 crate::cleanup::remove_dir_forcefully(&dir);
                 Err(e)
@@ -1025,7 +1085,7 @@ impl Workspace {
 
 impl Drop for Workspace {
     fn drop(&mut self) {
-        crate::cleanup::remove_dir_forcefully(&self.dir);
+        self.spare.give(std::mem::take(&mut self.dir));
     }
 }
 
@@ -1073,6 +1133,8 @@ pub struct WasmSandbox {
     /// The snapshot the memory mapping and the workspace derive from.
     base: WasmSnapshot,
     wasi: WasiState,
+    /// Declared after `store`, so it is dropped (and its directory perhaps
+    /// kept for reuse) only once the guest's instance is gone.
     workspace: Option<Workspace>,
     /// Actions since `base`, and their observations (not yet stored).
     actions: Vec<WasmAction>,
@@ -1373,16 +1435,18 @@ impl WasmSandbox {
         let region = self.region.lock();
         // SAFETY: `&self` means no guest call is running on this store.
         let live = unsafe { region.bytes() };
-        let (hashes, _) = self.current_hashes(&region, live);
+        let (hashes, _, _) = self.current_hashes(&region, live);
         memory::memory_hash(&hashes)
     }
 
-    /// Page hashes of the current memory and the pages that changed.
+    /// Page hashes of the current memory, the pages that changed, and the
+    /// pages written since the last mapping (a superset of those changed).
+    #[allow(clippy::type_complexity, reason = "private, one caller per use")]
     fn current_hashes(
         &self,
         region: &memory::Region,
         live: &[u8],
-    ) -> (Vec<ObjectId>, Vec<(usize, ObjectId)>) {
+    ) -> (Vec<ObjectId>, Vec<(usize, ObjectId)>, Vec<usize>) {
         let image = self.base.image.get().cloned();
         let base_hashes: &[ObjectId] = image.as_ref().map(|i| i.hashes().as_slice()).unwrap_or(&[]);
         let pages = live.len() / PAGE;
@@ -1390,14 +1454,14 @@ impl WasmSandbox {
         let mut hashes = base_hashes.to_vec();
         hashes.resize(pages, ZERO_PAGE);
         let mut changed = Vec::new();
-        for i in candidates {
+        for &i in &candidates {
             let h = page_hash(&live[i * PAGE..(i + 1) * PAGE]);
             if h != hashes[i] {
                 hashes[i] = h;
                 changed.push((i, h));
             }
         }
-        (hashes, changed)
+        (hashes, changed, candidates)
     }
 
     /// Seal the session into a snapshot and continue on it: the pages
@@ -1417,14 +1481,15 @@ impl WasmSandbox {
         // and the slice is dropped before the region is remapped.
         let live = unsafe { region.bytes() };
         let pages = live.len() / PAGE;
-        let (hashes, changed) = self.current_hashes(&region, live);
+        let (hashes, changed, candidates) = self.current_hashes(&region, live);
         let mem_hash = memory::memory_hash(&hashes);
         // Nothing ran since the base: nothing can have changed.
         if self.actions.is_empty() && self.boot.is_none() && self.base.id != ZERO_PAGE {
             return Ok(self.base.clone());
         }
-        let base_image = self.base.image()?;
-        let image = Arc::new(base_image.overlay(pages, &changed, live)?);
+        let base_image = self.base.image()?.preferred();
+        let (image, flattened) = base_image.overlay(pages, &changed, live)?;
+        let image = Arc::new(image);
         let index = pages::encode_index(&hashes);
         let index_id = object_id(ObjectKind::Blob, &index);
         let mut batch = pages::Batch::default();
@@ -1472,7 +1537,12 @@ impl WasmSandbox {
         let json = serde_json::to_vec(&manifest)
             .map_err(|e| WasmError::BadSnapshot(format!("cannot encode the manifest: {e}")))?;
         let id = store.put_blob(&json)?;
-        region.map_image(&image)?;
+        if flattened {
+            region.map_image(&image)?;
+        } else {
+            // Only the pages written since the last mapping differ from it.
+            region.remap_pages(&image, &candidates)?;
+        }
         drop(region);
         rt.inner
             .images

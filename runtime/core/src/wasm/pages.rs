@@ -150,23 +150,50 @@ fn syncfs(store: &Store) -> Result<()> {
 }
 
 /// Rebuild a memory image from the store: every page read back and
-/// verified, written into one memfd (zero pages stay holes).
+/// verified (each page object's blake3 is checked against its id, and the
+/// index's against the manifest's), written into one memfd (zero pages
+/// stay holes). Verification is kept eager: a page is the guest's state,
+/// and a corrupt one must fail the restore rather than a later step. The
+/// pages are split over the available cores (up to 8), as reading and
+/// hashing them is the whole cost of a restore.
 pub fn load_image(store: &Store, index: &ObjectId) -> Result<MemoryImage> {
     let hashes = decode_index(&store.get_blob(index)?)?;
     let pages = hashes.len();
     let file = std::sync::Arc::new(PageFile::new(pages)?);
-    for (i, h) in hashes.iter().enumerate() {
-        if *h == ZERO_PAGE {
-            continue;
+    let nonzero: Vec<usize> = (0..pages).filter(|&i| hashes[i] != ZERO_PAGE).collect();
+    let load = |chunk: &[usize]| -> Result<()> {
+        for &i in chunk {
+            let h = &hashes[i];
+            let bytes = store.get_blob(h)?;
+            if bytes.len() != PAGE {
+                return Err(WasmError::BadSnapshot(format!(
+                    "memory page {h} is {} bytes, not {PAGE}",
+                    bytes.len()
+                )));
+            }
+            file.write_page(i, &bytes)?;
         }
-        let bytes = store.get_blob(h)?;
-        if bytes.len() != PAGE {
-            return Err(WasmError::BadSnapshot(format!(
-                "memory page {h} is {} bytes, not {PAGE}",
-                bytes.len()
-            )));
-        }
-        file.write_page(i, &bytes)?;
+        Ok(())
+    };
+    let workers = std::thread::available_parallelism()
+        .map_or(1, |n| n.get())
+        .clamp(1, 8)
+        .min(nonzero.len() / 64)
+        .max(1);
+    if workers == 1 {
+        load(&nonzero)?;
+    } else {
+        let per = nonzero.len().div_ceil(workers);
+        std::thread::scope(|scope| {
+            let handles: Vec<_> = nonzero
+                .chunks(per)
+                .map(|chunk| scope.spawn(|| load(chunk)))
+                .collect();
+            handles.into_iter().try_for_each(|h| {
+                h.join()
+                    .unwrap_or_else(|_| Err(WasmError::Engine("a page loader panicked".into())))
+            })
+        })?;
     }
     let segments = if pages == 0 {
         Vec::new()
@@ -218,5 +245,44 @@ mod tests {
         again.blob(id, &page);
         assert_eq!(again.write(&store).unwrap(), 0);
         assert!(store.fsck().unwrap().is_clean());
+    }
+
+    #[test]
+    fn load_image_reads_every_page_in_parallel_and_rejects_a_corrupt_one() {
+        use std::os::unix::fs::PermissionsExt;
+        let d = tempfile::tempdir().unwrap();
+        let store = Store::open(d.path(), crate::store::OwnerMode::Rootless).unwrap();
+        let pages = 300;
+        let mut live = vec![0u8; pages * PAGE];
+        for i in (0..pages).filter(|i| i % 5 != 0) {
+            live[i * PAGE..i * PAGE + 8].copy_from_slice(&(i as u64 + 1).to_le_bytes());
+        }
+        let hashes: Vec<ObjectId> = live
+            .chunks(PAGE)
+            .map(super::super::memory::page_hash)
+            .collect();
+        let mut b = Batch::default();
+        for (i, h) in hashes.iter().enumerate() {
+            if *h != ZERO_PAGE {
+                b.blob(*h, &live[i * PAGE..(i + 1) * PAGE]);
+            }
+        }
+        let index = encode_index(&hashes);
+        let index_id = crate::store::object::object_id(ObjectKind::Blob, &index);
+        b.blob(index_id, &index);
+        b.write(&store).unwrap();
+        let image = load_image(&store, &index_id).unwrap();
+        assert_eq!(super::super::memory::read_image(&image).unwrap(), live);
+        assert_eq!(image.hashes().as_slice(), hashes.as_slice());
+        // Flip one byte of a page object near the end.
+        let path = store.object_path(&hashes[298]);
+        let mut perm = fs::metadata(&path).unwrap().permissions();
+        perm.set_mode(0o644);
+        fs::set_permissions(&path, perm).unwrap();
+        let mut bytes = fs::read(&path).unwrap();
+        let last = bytes.len() - 1;
+        bytes[last] ^= 1;
+        fs::write(&path, &bytes).unwrap();
+        assert!(load_image(&store, &index_id).is_err());
     }
 }
