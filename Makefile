@@ -22,21 +22,27 @@ demo: prerequisites
 	$(call heading,demo)
 	@cli/demo/demo.sh
 
+# The WebAssembly backend (runtime/core/src/wasm) is compiled, linted and
+# tested with the rest; .ci/build-guests builds its Python guest first.
+WASM := --features arbor-runtime/wasm
+
 test: prerequisites
+	$(call heading,the WebAssembly guests (.ci/build-guests))
+	@.ci/build-guests
 	$(call heading,[1/6] cargo fmt --all --check)
 	$(CARGO) fmt --all --check
-	$(call heading,[2/6] cargo clippy --workspace --all-targets -- -D warnings)
-	$(CARGO) clippy --workspace --all-targets -- -D warnings
-	$(call heading,[3/6] cargo test --workspace (overlay backend, as $(shell id -un)))
-	$(CARGO) test --workspace
-	$(call heading,[4/6] cargo test --workspace (copy backend))
-	ARBOR_BACKEND=copy $(CARGO) test --workspace
+	$(call heading,[2/6] cargo clippy --workspace --all-targets $(WASM) -- -D warnings)
+	$(CARGO) clippy --workspace --all-targets $(WASM) -- -D warnings
+	$(call heading,[3/6] cargo test --workspace $(WASM) (overlay backend, as $(shell id -un)))
+	$(CARGO) test --workspace $(WASM)
+	$(call heading,[4/6] cargo test --workspace $(WASM) (copy backend))
+	ARBOR_BACKEND=copy $(CARGO) test --workspace $(WASM)
 	$(call heading,[5/6] arbor task validate envs/tasks (every bundled task: gold 1; no-op, mutants, single candidates, canaries 0))
 	@home=$$(mktemp -d) && trap 'rm -rf "$$home"' EXIT && $(CARGO) run -q -p arbor -- --home "$$home" task validate envs/tasks
 	$(call heading,arbor without the train feature: no torch-sys, builds with the venv hidden)
 	@.ci/check-no-torch
 	$(call heading,benches once in quick smoke mode (no timing assertions))
-	$(CARGO) test -p arbor-benches -p arbor-trainer --benches
+	$(CARGO) test -p arbor-benches -p arbor-trainer -p arbor-runtime --benches $(WASM)
 	@$(MAKE) --no-print-directory test-unprivileged
 
 # The same test binaries once more as an unprivileged user (when run as root).
@@ -50,5 +56,6 @@ test-unprivileged: prerequisites
 # compare.json and fork-latency.svg.
 bench:
 	@.ci/prerequisites --bench
-	$(call heading,cargo bench -p arbor-benches -p arbor-trainer)
-	$(CARGO) bench -p arbor-benches -p arbor-trainer
+	$(call heading,cargo bench -p arbor-benches -p arbor-trainer -p arbor-runtime $(WASM))
+	@.ci/build-guests
+	$(CARGO) bench -p arbor-benches -p arbor-trainer -p arbor-runtime $(WASM)
