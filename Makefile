@@ -24,7 +24,7 @@ demo: prerequisites
 
 # The WebAssembly backend (runtime/core/src/wasm) is compiled, linted and
 # tested with the rest; .ci/build-guests builds its Python guest first.
-WASM := --features arbor-runtime/wasm
+WASM := --features arbor-runtime/wasm,arbor-envs/wasm,arbor/wasm
 
 test: prerequisites
 	$(call heading,the WebAssembly guests (.ci/build-guests))

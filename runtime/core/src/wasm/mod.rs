@@ -141,6 +141,45 @@ impl Default for WasmLimits {
     }
 }
 
+/// Environment variable naming the Python guest's `.wasm` file.
+pub const PYTHON_GUEST_ENV: &str = "ARBOR_PYTHON_GUEST";
+
+/// Where the bundled Python guest is: `$ARBOR_PYTHON_GUEST` if set, else
+/// `arbor_python_guest.wasm` next to the running executable (an installed
+/// copy), else where `.ci/build-guests` puts it in this source tree.
+pub fn python_guest_path() -> PathBuf {
+    const NAME: &str = "arbor_python_guest.wasm";
+    if let Some(p) = std::env::var_os(PYTHON_GUEST_ENV).filter(|p| !p.is_empty()) {
+        return PathBuf::from(p);
+    }
+    if let Some(beside) = std::env::current_exe()
+        .ok()
+        .and_then(|exe| exe.parent().map(|d| d.join(NAME)))
+        .filter(|p| p.is_file())
+    {
+        return beside;
+    }
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../../target/wasm-guests/wasm32-wasip1/release")
+        .join(NAME)
+}
+
+/// Read the bundled Python guest ([`python_guest_path`]), with an error
+/// that says how to build it.
+///
+/// # Errors
+/// [`WasmError::InvalidInput`] when the file cannot be read.
+pub fn python_guest() -> Result<Vec<u8>> {
+    let path = python_guest_path();
+    std::fs::read(&path).map_err(|e| {
+        WasmError::InvalidInput(format!(
+            "the Python guest is not built ({}: {e}); run .ci/build-guests \
+             or set {PYTHON_GUEST_ENV}",
+            path.display()
+        ))
+    })
+}
+
 /// Options of a [`WasmRuntime`].
 #[derive(Clone, Debug, Default)]
 pub struct WasmOptions {
