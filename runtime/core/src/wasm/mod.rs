@@ -39,6 +39,7 @@
 //! [`WasmRuntime::referenced_objects`] lists what one keeps alive.
 
 pub mod engine;
+pub mod inspect;
 pub mod memory;
 pub mod pages;
 pub mod rewrite;

@@ -15,6 +15,11 @@
 //!   printed as a traceback on stderr. Returns 0 (ok), 1 (an exception,
 //!   `SystemExit` included), 2 (the code is not valid UTF-8), 3 (not
 //!   initialised).
+//! - `arbor_inspect() -> u32`: read a variable *name* from the input buffer
+//!   and write the value bound to it in `__main__` to stdout as canonical
+//!   JSON, natively (no Python code runs: no `__eq__`, `__repr__`,
+//!   `__iter__`, no `json` module), so what the session's code did to the
+//!   interpreter cannot change the answer. See [`arbor_inspect`].
 //!
 //! Stdout and stderr are flushed at the end of every step.
 
@@ -22,7 +27,10 @@ use std::cell::RefCell;
 
 use rustpython::InterpreterBuilderExt;
 use rustpython_vm::{
-    AsObject, Interpreter, PyResult, Settings, VirtualMachine, compiler::Mode, scope::Scope,
+    AsObject, Interpreter, PyObject, PyResult, Settings, VirtualMachine,
+    builtins::{PyDict, PyFloat, PyFrozenSet, PyInt, PyList, PySet, PyStr, PyTuple},
+    compiler::Mode,
+    scope::Scope,
 };
 
 struct Session {
@@ -162,6 +170,266 @@ pub extern "C" fn arbor_step() -> u32 {
             };
             flush(vm);
             status
+        })
+    })
+}
+
+/// Deepest nesting [`arbor_inspect`] accepts.
+const INSPECT_MAX_DEPTH: usize = 64;
+/// Largest JSON text [`arbor_inspect`] writes.
+const INSPECT_MAX_BYTES: usize = 1 << 20;
+
+/// Why a value cannot be inspected.
+enum Refusal {
+    /// A value of this type (named) is not plain data.
+    Type(String),
+    /// Nested deeper than [`INSPECT_MAX_DEPTH`] (or cyclic).
+    Depth,
+    /// The JSON would exceed [`INSPECT_MAX_BYTES`].
+    Size,
+    /// A float that is NaN or infinite.
+    NonFinite,
+    /// A string with lone surrogates.
+    Surrogates,
+}
+
+impl Refusal {
+    fn message(&self) -> String {
+        match self {
+            Refusal::Type(t) => format!("a value of type {t} is not plain data"),
+            Refusal::Depth => format!("nested deeper than {INSPECT_MAX_DEPTH} (or cyclic)"),
+            Refusal::Size => format!("the value's JSON exceeds {INSPECT_MAX_BYTES} bytes"),
+            Refusal::NonFinite => "a float that is not finite".to_owned(),
+            Refusal::Surrogates => "a string with lone surrogates".to_owned(),
+        }
+    }
+}
+
+fn json_string(out: &mut String, s: &str) {
+    out.push('"');
+    for c in s.chars() {
+        match c {
+            '"' => out.push_str("\\\""),
+            '\\' => out.push_str("\\\\"),
+            '\n' => out.push_str("\\n"),
+            '\r' => out.push_str("\\r"),
+            '\t' => out.push_str("\\t"),
+            c if (c as u32) < 0x20 => out.push_str(&format!("\\u{:04x}", c as u32)),
+            c => out.push(c),
+        }
+    }
+    out.push('"');
+}
+
+/// The type's name, read natively.
+fn type_name(obj: &PyObject) -> String {
+    obj.class().name().to_string()
+}
+
+/// Append the canonical JSON of `obj` to `out`. Only values whose type is
+/// exactly one of the plain built-in types are accepted (a subclass is
+/// refused, whatever its methods do); nothing is called.
+fn encode(
+    vm: &VirtualMachine,
+    obj: &PyObject,
+    depth: usize,
+    scalar_only: bool,
+    out: &mut String,
+) -> Result<(), Refusal> {
+    if depth > INSPECT_MAX_DEPTH {
+        return Err(Refusal::Depth);
+    }
+    if out.len() > INSPECT_MAX_BYTES {
+        return Err(Refusal::Size);
+    }
+    if vm.is_none(obj) {
+        out.push_str("null");
+        return Ok(());
+    }
+    if obj.is(&vm.ctx.true_value) {
+        out.push_str("true");
+        return Ok(());
+    }
+    if obj.is(&vm.ctx.false_value) {
+        out.push_str("false");
+        return Ok(());
+    }
+    if let Some(i) = obj.downcast_ref_if_exact::<PyInt>(vm) {
+        let big = i.as_bigint();
+        match i64::try_from(big) {
+            Ok(v) => out.push_str(&v.to_string()),
+            Err(_) => {
+                out.push_str("{\"int\":\"");
+                out.push_str(&big.to_string());
+                out.push_str("\"}");
+            }
+        }
+        return Ok(());
+    }
+    if let Some(f) = obj.downcast_ref_if_exact::<PyFloat>(vm) {
+        let v = f.to_f64();
+        if !v.is_finite() {
+            return Err(Refusal::NonFinite);
+        }
+        // `{:?}` always has a `.` or an exponent: a JSON float, never an int.
+        out.push_str(&format!("{v:?}"));
+        return Ok(());
+    }
+    if let Some(s) = obj.downcast_ref_if_exact::<PyStr>(vm) {
+        let s = s.to_str().ok_or(Refusal::Surrogates)?;
+        json_string(out, s);
+        return Ok(());
+    }
+    if scalar_only {
+        return Err(Refusal::Type(type_name(obj)));
+    }
+    let seq = |items: &[rustpython_vm::PyObjectRef], out: &mut String| -> Result<(), Refusal> {
+        out.push('[');
+        for (n, item) in items.iter().enumerate() {
+            if n > 0 {
+                out.push(',');
+            }
+            encode(vm, item, depth + 1, false, out)?;
+        }
+        out.push(']');
+        Ok(())
+    };
+    if let Some(l) = obj.downcast_ref_if_exact::<PyList>(vm) {
+        let items: Vec<_> = l.borrow_vec().to_vec();
+        return seq(&items, out);
+    }
+    if let Some(t) = obj.downcast_ref_if_exact::<PyTuple>(vm) {
+        out.push_str("{\"tuple\":");
+        seq(t, out)?;
+        out.push('}');
+        return Ok(());
+    }
+    if let Some(d) = obj.downcast_ref_if_exact::<PyDict>(vm) {
+        let mut entries = Vec::new();
+        for (k, v) in d.items_vec() {
+            let key = k
+                .downcast_ref_if_exact::<PyStr>(vm)
+                .ok_or_else(|| Refusal::Type(format!("dict key {}", type_name(&k))))?
+                .to_str()
+                .ok_or(Refusal::Surrogates)?
+                .to_owned();
+            entries.push((key, v));
+        }
+        entries.sort_by(|a, b| a.0.cmp(&b.0));
+        out.push('{');
+        for (n, (k, v)) in entries.iter().enumerate() {
+            if n > 0 {
+                out.push(',');
+            }
+            json_string(out, k);
+            out.push(':');
+            encode(vm, v, depth + 1, false, out)?;
+        }
+        out.push('}');
+        return Ok(());
+    }
+    let elements = if let Some(s) = obj.downcast_ref_if_exact::<PySet>(vm) {
+        s.elements()
+    } else if let Some(s) = obj.downcast_ref_if_exact::<PyFrozenSet>(vm) {
+        s.elements()
+    } else {
+        return Err(Refusal::Type(type_name(obj)));
+    };
+    let mut texts = Vec::with_capacity(elements.len());
+    for e in &elements {
+        let mut t = String::new();
+        encode(vm, e, depth + 1, true, &mut t)?;
+        texts.push(t);
+        if texts.len() > INSPECT_MAX_BYTES / 2 {
+            return Err(Refusal::Size);
+        }
+    }
+    texts.sort();
+    out.push_str("{\"set\":[");
+    out.push_str(&texts.join(","));
+    out.push_str("]}");
+    Ok(())
+}
+
+/// Write the canonical JSON of the value bound to the name in the input
+/// buffer (in `__main__`'s globals) to stdout, natively: no Python code
+/// runs, so monkeypatched builtins, `__eq__`/`__repr__`/`__iter__`
+/// overrides or a replaced `json` module change nothing.
+///
+/// Accepted: values whose type is *exactly* `None`, `bool`, `int` (a JSON
+/// number if it fits in i64, else `{"int": "<decimal>"}`), `float` (finite
+/// only), `str`, `list`, `tuple` (`{"tuple": [...]}`), `dict` with `str`
+/// keys (keys sorted), `set`/`frozenset` of scalars (`{"set": [...]}`, the
+/// elements' JSON texts sorted); nesting at most 64 deep, at most 1 MiB of
+/// JSON. Returns 0 (written), 2 (the name is not UTF-8), 3 (not
+/// initialised), 4 (refused: a subclass, another type, too deep, too large,
+/// or a trace/profile hook is installed, which could rebind names behind
+/// the caller's back; the reason is on stderr), 5 (the name is not bound).
+#[unsafe(no_mangle)]
+pub extern "C" fn arbor_inspect() -> u32 {
+    use std::io::Write;
+    let name = INPUT.with(|b| std::mem::take(&mut *b.borrow_mut()));
+    let Ok(name) = String::from_utf8(name) else {
+        return 2;
+    };
+    SESSION.with(|s| {
+        let s = s.borrow();
+        let Some(session) = s.as_ref() else {
+            return 3;
+        };
+        session.interp.enter(|vm| {
+            let hooked = !vm.is_none(&vm.trace_func.borrow())
+                || !vm.is_none(&vm.profile_func.borrow())
+                || vm.state.global_trace_func.lock().is_some()
+                || vm.state.global_profile_func.lock().is_some();
+            if hooked {
+                eprintln!("arbor_inspect: refused: a trace or profile hook is installed");
+                let _ = std::io::stderr().flush();
+                return 4;
+            }
+            // Scan the entries natively; only a key that is exactly `str`
+            // counts (a str subclass with its own `__eq__`/`__hash__` is
+            // never consulted).
+            let value = session
+                .scope
+                .globals
+                .items_vec()
+                .into_iter()
+                .find_map(|(k, v)| {
+                    let k = k.downcast_ref_if_exact::<PyStr>(vm)?;
+                    (k.to_str() == Some(name.as_str())).then_some(v)
+                });
+            let Some(value) = value else {
+                eprintln!("arbor_inspect: {name:?} is not defined");
+                let _ = std::io::stderr().flush();
+                return 5;
+            };
+            let mut out = String::new();
+            match encode(vm, &value, 0, false, &mut out) {
+                Ok(()) if out.len() <= INSPECT_MAX_BYTES => {
+                    let mut stdout = std::io::stdout();
+                    let written = stdout
+                        .write_all(out.as_bytes())
+                        .and_then(|()| stdout.flush());
+                    if written.is_err() {
+                        return 4;
+                    }
+                    0
+                }
+                Ok(()) => {
+                    eprintln!(
+                        "arbor_inspect: {name}: refused: {}",
+                        Refusal::Size.message()
+                    );
+                    let _ = std::io::stderr().flush();
+                    4
+                }
+                Err(r) => {
+                    eprintln!("arbor_inspect: {name}: refused: {}", r.message());
+                    let _ = std::io::stderr().flush();
+                    4
+                }
+            }
         })
     })
 }
