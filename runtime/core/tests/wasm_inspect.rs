@@ -61,7 +61,7 @@ fn exact_plain_types_are_serialised_canonically() {
         &mut sb,
         "a = None\nb = True\nc = -7\nd = 2**70\ne = 2.5\nf = 1.0\ng = 'h\\u00e9\"\\n'\n\
          h = [1, [2, 'x'], (3, None)]\ni = {'z': 1, 'a': {'k': [False]}}\n\
-         j = {3, 1, 2}\nk = frozenset({'b', 'a'})\nl = ()\n",
+         j = {3, 1, 2}\nk = frozenset({'b', 'a'})\nl = ()\nm = {'tuple': [1]}\n",
     );
     assert_eq!(value(&mut sb, "a"), json!(null));
     assert_eq!(value(&mut sb, "b"), json!(true));
@@ -82,6 +82,11 @@ fn exact_plain_types_are_serialised_canonically() {
     assert_eq!(value(&mut sb, "j"), json!({"set": [1, 2, 3]}));
     assert_eq!(value(&mut sb, "k"), json!({"set": ["a", "b"]}));
     assert_eq!(value(&mut sb, "l"), json!({"tuple": []}));
+    assert_eq!(
+        value(&mut sb, "m"),
+        json!({"dict": {"tuple": [1]}}),
+        "a dict that looks like a marker is wrapped"
+    );
     assert_eq!(sb.inspect("nope").unwrap(), Inspected::Undefined);
 }
 
@@ -177,4 +182,27 @@ fn inspection_is_not_an_action_and_ended_sessions_say_so() {
         "SystemExit is an exception here"
     );
     assert_eq!(value(&mut fork, "x"), json!(1));
+}
+
+#[test]
+fn per_sandbox_limits_stop_a_loop_early() {
+    let d = tempfile::tempdir().unwrap();
+    let mut sb = session(d.path());
+    run(&mut sb, "x = [1]");
+    let snap = sb.snapshot().unwrap();
+    let mut fork = snap.open().unwrap();
+    let mut limits = fork.step_limits();
+    limits.fuel_per_step = 200_000_000;
+    fork.set_step_limits(limits);
+    let t = std::time::Instant::now();
+    let r = fork.step("while True:\n    pass\n").unwrap();
+    eprintln!("200M fuel ran out in {:?}", t.elapsed());
+    assert_eq!(r.outcome, StepOutcome::OutOfFuel);
+    assert!(matches!(
+        fork.inspect("x").unwrap(),
+        Inspected::Failed(StepOutcome::Ended)
+    ));
+    // The snapshot is untouched: a new fork has the runtime's limits and works.
+    let mut again = snap.open().unwrap();
+    assert_eq!(value(&mut again, "x"), json!([1]));
 }

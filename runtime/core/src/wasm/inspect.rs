@@ -10,7 +10,8 @@
 //! in i64 else `{"int": "<decimal>"}`, `float` (finite) → a number that
 //! always has a `.` or an exponent, `str` → a string, `list` → an array,
 //! `tuple` → `{"tuple": [...]}`, `dict` with `str` keys → an object (keys
-//! sorted), `set`/`frozenset` of scalars → `{"set": [...]}` (sorted by the
+//! sorted; a dict whose only key is `dict`, `int`, `set` or `tuple` is
+//! wrapped as `{"dict": {...}}`), `set`/`frozenset` of scalars → `{"set": [...]}` (sorted by the
 //! elements' JSON text).
 //!
 //! An inspection is *not* recorded as an action (it is not part of the
@@ -18,7 +19,7 @@
 //! changes: inspect throw-away forks, and do not snapshot a sandbox after
 //! inspecting it (its snapshot would not replay).
 
-use super::{Result, StepOutcome, WasmError, WasmSandbox};
+use super::{Result, StepOutcome, WasmError, WasmLimits, WasmSandbox};
 
 /// Name of the guest's inspector export.
 pub const INSPECT_EXPORT: &str = "arbor_inspect";
@@ -56,6 +57,18 @@ impl Inspected {
 }
 
 impl WasmSandbox {
+    /// This sandbox's per-step limits (the runtime's when it opened).
+    pub fn step_limits(&self) -> WasmLimits {
+        self.limits
+    }
+
+    /// Replace this sandbox's per-step limits (e.g. a smaller fuel budget
+    /// for a verifier's calls than for the agent's steps). Limits are not
+    /// part of a snapshot: a sandbox opened later gets the runtime's.
+    pub fn set_step_limits(&mut self, limits: WasmLimits) {
+        self.limits = limits;
+    }
+
     /// Read the value bound to `name` in the session's `__main__` through
     /// the guest's native inspector (see the module documentation). Not
     /// recorded as an action; the session's memory and clocks change, so

@@ -178,6 +178,8 @@ pub extern "C" fn arbor_step() -> u32 {
 const INSPECT_MAX_DEPTH: usize = 64;
 /// Largest JSON text [`arbor_inspect`] writes.
 const INSPECT_MAX_BYTES: usize = 1 << 20;
+/// Keys of the one-key objects that stand for non-JSON values.
+const MARKERS: &[&str] = &["dict", "int", "set", "tuple"];
 
 /// Why a value cannot be inspected.
 enum Refusal {
@@ -316,6 +318,11 @@ fn encode(
             entries.push((key, v));
         }
         entries.sort_by(|a, b| a.0.cmp(&b.0));
+        // A dict that could be read as a marker object is wrapped.
+        let wrap = entries.len() == 1 && MARKERS.contains(&entries[0].0.as_str());
+        if wrap {
+            out.push_str("{\"dict\":");
+        }
         out.push('{');
         for (n, (k, v)) in entries.iter().enumerate() {
             if n > 0 {
@@ -326,6 +333,9 @@ fn encode(
             encode(vm, v, depth + 1, false, out)?;
         }
         out.push('}');
+        if wrap {
+            out.push('}');
+        }
         return Ok(());
     }
     let elements = if let Some(s) = obj.downcast_ref_if_exact::<PySet>(vm) {
@@ -359,8 +369,10 @@ fn encode(
 /// Accepted: values whose type is *exactly* `None`, `bool`, `int` (a JSON
 /// number if it fits in i64, else `{"int": "<decimal>"}`), `float` (finite
 /// only), `str`, `list`, `tuple` (`{"tuple": [...]}`), `dict` with `str`
-/// keys (keys sorted), `set`/`frozenset` of scalars (`{"set": [...]}`, the
-/// elements' JSON texts sorted); nesting at most 64 deep, at most 1 MiB of
+/// keys (keys sorted; a dict whose only key is `dict`, `int`, `set` or
+/// `tuple` is wrapped as `{"dict": {...}}`, so markers are unambiguous),
+/// `set`/`frozenset` of scalars (`{"set": [...]}`, the elements' JSON
+/// texts sorted); nesting at most 64 deep, at most 1 MiB of
 /// JSON. Returns 0 (written), 2 (the name is not UTF-8), 3 (not
 /// initialised), 4 (refused: a subclass, another type, too deep, too large,
 /// or a trace/profile hook is installed, which could rebind names behind
