@@ -432,8 +432,14 @@ impl Runtime {
     /// Added, modified and deleted paths from `a` to `b` (computed from the
     /// layers' trees; no file is read).
     pub fn diff(&self, a: &Snapshot, b: &Snapshot) -> Result<Diff> {
-        let va = layer::merge_layers(self.store(), &a.manifest().layers)?;
-        let vb = layer::merge_layers(self.store(), &b.manifest().layers)?;
+        self.diff_layers(&a.manifest().layers, &b.manifest().layers)
+    }
+
+    /// [`Self::diff`] of two layer chains (e.g. the workspaces of two
+    /// WebAssembly session snapshots).
+    pub fn diff_layers(&self, a: &[LayerId], b: &[LayerId]) -> Result<Diff> {
+        let va = layer::merge_layers(self.store(), a)?;
+        let vb = layer::merge_layers(self.store(), b)?;
         Ok(layer::diff(&va, &vb))
     }
 
@@ -451,6 +457,12 @@ impl Runtime {
     /// layer file against its tree first: a corrupt file fails the checkout
     /// and names the file.
     pub fn checkout(&self, snapshot: &Snapshot, dest: &Path) -> Result<MaterializeReport> {
+        self.checkout_layers(&snapshot.manifest().layers, dest)
+    }
+
+    /// [`Self::checkout`] of a layer chain (e.g. the workspace of a
+    /// WebAssembly session snapshot).
+    pub fn checkout_layers(&self, layers: &[LayerId], dest: &Path) -> Result<MaterializeReport> {
         if dest.exists() {
             let mut entries = std::fs::read_dir(dest).map_err(|e| RuntimeError::Io {
                 op: "read",
@@ -463,7 +475,7 @@ impl Runtime {
         }
         Ok(layer::materialize(
             self.store(),
-            &snapshot.manifest().layers,
+            layers,
             dest,
             &layer::MaterializeOptions {
                 verify: true,

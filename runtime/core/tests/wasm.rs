@@ -503,3 +503,65 @@ fn workspace_directories_are_reused_only_when_empty() {
     drop((root, snap, rt));
     assert!(!f_dir.exists());
 }
+
+/// Sessions live in the store's snapshot index beside native snapshots:
+/// listed when taken, kept by gc while a tag reaches them or while a live
+/// sandbox of this process stands on them, collected otherwise, and fsck
+/// checks what they reference.
+#[test]
+fn sessions_are_listed_collected_and_checked_like_snapshots() {
+    let d = tempfile::tempdir().unwrap();
+    let store = store_at(d.path());
+    let (kept, doomed) = {
+        // Every runtime records the sessions its sandboxes stand on; this
+        // one (and every handle of it) is gone before gc runs.
+        let rt = runtime(d.path());
+        let root = python(&rt);
+        assert!(store.is_listed(root.id()) && store.is_wasm_snapshot(root.id()));
+        store.set_tag("root", root.id()).unwrap();
+        let mut sb = root.open().unwrap();
+        run(&mut sb, "kept = list(range(1000))");
+        let kept = *sb.snapshot().unwrap().id();
+        run(&mut sb, "doomed = 'x' * 300000");
+        let doomed = *sb.snapshot().unwrap().id();
+        (kept, doomed)
+    };
+    assert!(store.snapshots().unwrap().contains(&doomed));
+    let rt = runtime(d.path());
+    let kept = rt.snapshot(&kept).unwrap();
+    // A sandbox open on `kept` (untagged) makes it a root while it lives.
+    let mut live = kept.open().unwrap();
+    let report = store.gc().unwrap();
+    assert!(report.snapshots_unlisted >= 1, "{report:?}");
+    assert!(!store.is_listed(&doomed), "untagged, unused: collected");
+    assert!(!store.has_object(&doomed));
+    assert!(
+        store.is_listed(kept.id()),
+        "a live sandbox's base was collected"
+    );
+    // Positive control: its state is intact and it snapshots on top.
+    assert_eq!(run(&mut live, "print(len(kept))"), "1000\n");
+    let next = live.snapshot().unwrap();
+    let fsck = store.fsck().unwrap();
+    assert!(fsck.is_clean(), "{:?}", fsck.problems);
+    // A fresh runtime restores it from the store alone.
+    let rt2 = runtime(d.path());
+    let mut again = rt2.snapshot(next.id()).unwrap().open().unwrap();
+    assert_eq!(run(&mut again, "print(sum(kept))"), "499500\n");
+    // A missing page is found by fsck.
+    let page = next
+        .page_hashes()
+        .unwrap()
+        .into_iter()
+        .find(|h| store.has_object(h))
+        .unwrap();
+    std::fs::remove_file(store.object_path(&page)).unwrap();
+    let fsck = store.fsck().unwrap();
+    assert!(
+        fsck.problems
+            .iter()
+            .any(|p| p.what.contains(&page.to_string())),
+        "{:?}",
+        fsck.problems
+    );
+}

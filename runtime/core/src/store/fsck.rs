@@ -14,8 +14,8 @@ use std::path::Path;
 use super::fsio::owner_dead;
 use super::refs::validate_tag_name;
 use super::{
-    Action, EntryKind, LayerId, Manifest, ObjectId, Result, SnapshotId, Store, StoreError,
-    TreeEntry, check_object, hash_file, io_err, read_capped,
+    Action, EntryKind, LayerId, Manifest, ObjectId, ObjectKind, Result, SnapshotId, Store,
+    StoreError, TreeEntry, check_object, hash_file, io_err, read_capped,
 };
 
 /// One thing found wrong by [`Store::fsck`] or [`Store::verify_layer`].
@@ -96,7 +96,46 @@ fn manifest_objects(m: &Manifest) -> Vec<ObjectId> {
     out
 }
 
+/// What one snapshot of either kind references directly.
+#[derive(Debug)]
+pub(crate) struct SnapshotRefs {
+    /// Its parent.
+    pub parent: Option<SnapshotId>,
+    /// Its layer chain (tree objects and sealed directories).
+    pub layers: Vec<LayerId>,
+    /// Per-step delta layers of a native snapshot (kept, not verified by fsck).
+    pub delta_layers: Vec<LayerId>,
+    /// Other objects (blobs, fs_delta trees, pages, the guest module).
+    pub objects: Vec<ObjectId>,
+}
+
 impl Store {
+    /// What the snapshot `id` references: a native manifest's layers,
+    /// action and output blobs and fs_delta layers, or a WebAssembly
+    /// session's guest, pages, blobs and workspace layers.
+    pub(crate) fn snapshot_refs(&self, id: &SnapshotId) -> Result<SnapshotRefs> {
+        match self.object_kind(id)? {
+            ObjectKind::WasmManifest => {
+                let w = self.wasm_refs(id)?;
+                Ok(SnapshotRefs {
+                    parent: w.parent,
+                    layers: w.layers,
+                    delta_layers: Vec::new(),
+                    objects: w.objects,
+                })
+            }
+            _ => {
+                let m = self.get_manifest(id)?;
+                Ok(SnapshotRefs {
+                    parent: m.parent,
+                    layers: m.layers.clone(),
+                    delta_layers: m.observations.iter().map(|o| o.fs_delta).collect(),
+                    objects: manifest_objects(&m),
+                })
+            }
+        }
+    }
+
     /// Walk `roots` and their parent chains. Strict (gc): a root whose
     /// manifest is missing or any corrupt manifest is an error, since what it
     /// references cannot be known. Lenient (fsck): such chains just stop.
@@ -112,8 +151,8 @@ impl Store {
                 if !r.snapshots.insert(id) {
                     break;
                 }
-                let m = match self.get_manifest(&id) {
-                    Ok(m) => m,
+                let refs = match self.snapshot_refs(&id) {
+                    Ok(refs) => refs,
                     Err(StoreError::NotFound { .. }) if !strict || id != root => {
                         r.snapshots.remove(&id);
                         break;
@@ -121,17 +160,17 @@ impl Store {
                     Err(StoreError::Corrupt { .. }) if !strict => break,
                     Err(e) if strict => {
                         return Err(StoreError::GcRefused(format!(
-                            "manifest of snapshot {id} (reachable from {root}) is unusable: {e}"
+                            "record of snapshot {id} (reachable from {root}) is unusable: {e}"
                         )));
                     }
                     Err(e) => return Err(e),
                 };
                 r.objects.insert(id);
-                r.objects.extend(m.layers.iter().copied());
-                r.layers.extend(m.layers.iter().copied());
-                r.layers.extend(m.observations.iter().map(|o| o.fs_delta));
-                r.objects.extend(manifest_objects(&m));
-                cur = m.parent;
+                r.objects.extend(refs.layers.iter().copied());
+                r.objects.extend(refs.objects);
+                r.layers.extend(refs.layers);
+                r.layers.extend(refs.delta_layers);
+                cur = refs.parent;
             }
         }
         Ok(r)
@@ -218,17 +257,17 @@ impl Store {
         let mut layers_done = BTreeSet::new();
         for id in &listed {
             let at = format!("snapshots/{}", id.to_hex());
-            let m = match self.get_manifest(id) {
-                Ok(m) => m,
+            let refs = match self.snapshot_refs(id) {
+                Ok(refs) => refs,
                 Err(e) => {
                     r.problems.push(problem(
                         at,
-                        format!("listed, but its manifest is unusable: {e}"),
+                        format!("listed, but its record is unusable: {e}"),
                     ));
                     continue;
                 }
             };
-            for layer in &m.layers {
+            for layer in &refs.layers {
                 if layers_done.insert(*layer) {
                     let (problems, files) = self.verify_layer_counted(layer)?;
                     r.problems.extend(problems);
@@ -236,7 +275,7 @@ impl Store {
                     r.layers_checked += 1;
                 }
             }
-            for obj in manifest_objects(&m) {
+            for obj in refs.objects {
                 if !self.has_object(&obj) {
                     r.problems
                         .push(problem(&at, format!("references missing object {obj}")));

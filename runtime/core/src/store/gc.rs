@@ -89,7 +89,7 @@ impl Store {
                 };
                 if !reach.objects.contains(&id) {
                     let rank = match object_kind(&path) {
-                        Some(ObjectKind::Manifest) => 0,
+                        Some(ObjectKind::Manifest | ObjectKind::WasmManifest) => 0,
                         Some(ObjectKind::Tree) => 1,
                         Some(ObjectKind::Blob) => 2,
                         None => 3,
@@ -146,20 +146,25 @@ impl Store {
     }
 
     /// Base snapshots of sandboxes whose process is alive (each sandbox keeps
-    /// the id of the snapshot its lower chain belongs to in `run/<pid>-<n>/base`).
+    /// the id of the snapshot its lower chain belongs to in `run/<pid>-<n>/base`;
+    /// a WebAssembly runtime lists its sandboxes' bases in one such file).
     fn live_sandbox_bases(&self) -> Result<Vec<super::SnapshotId>> {
         let mut out = Vec::new();
         for (name, path) in sorted_entries(&self.run_dir())? {
             if owner_dead(&name, '-', true) {
                 continue;
             }
+            // One id (a native sandbox), or one a line (the bases a
+            // process's WebAssembly sandboxes were opened on).
             let Ok(text) = fs::read_to_string(path.join("base")) else {
                 continue;
             };
-            if let Ok(id) = text.trim().parse::<super::SnapshotId>()
-                && self.has_object(&id)
-            {
-                out.push(id);
+            for line in text.lines() {
+                if let Ok(id) = line.trim().parse::<super::SnapshotId>()
+                    && self.has_object(&id)
+                {
+                    out.push(id);
+                }
             }
         }
         Ok(out)

@@ -23,6 +23,7 @@ mod fsio;
 mod gc;
 pub mod object;
 mod refs;
+pub mod wasm_refs;
 
 use std::fs::{self, File, OpenOptions};
 use std::io::Read;
@@ -106,6 +107,17 @@ pub enum StoreError {
         path: PathBuf,
         /// What failed to verify.
         reason: String,
+    },
+    /// An object is of another kind than asked for (e.g. a WebAssembly
+    /// session snapshot where a native snapshot is needed).
+    #[error("{}", wrong_kind(.id, *.actual, *.expected))]
+    WrongKind {
+        /// The object.
+        id: ObjectId,
+        /// What it is.
+        actual: ObjectKind,
+        /// What was asked for.
+        expected: ObjectKind,
     },
     /// An object is larger than [`MAX_OBJECT_SIZE`].
     #[error("{what} is {size} bytes, over the store's object limit of {limit} bytes")]
@@ -603,9 +615,25 @@ fn check_object(
     if let Some(want) = expected
         && want != kind
     {
-        return Err(corrupt(format!("is a {kind:?}, expected a {want:?}")));
+        return Err(StoreError::WrongKind {
+            id: *id,
+            actual: kind,
+            expected: want,
+        });
     }
     Ok(kind)
+}
+
+fn wrong_kind(id: &ObjectId, actual: ObjectKind, expected: ObjectKind) -> String {
+    match (actual, expected) {
+        (ObjectKind::WasmManifest, ObjectKind::Manifest) => format!(
+            "snapshot {id} is a WebAssembly session snapshot; this needs a native (filesystem) snapshot"
+        ),
+        (ObjectKind::Manifest, ObjectKind::WasmManifest) => format!(
+            "snapshot {id} is a native (filesystem) snapshot; this needs a WebAssembly session snapshot"
+        ),
+        _ => format!("object {id} is a {actual:?}, not a {expected:?}"),
+    }
 }
 
 /// Check the [`Tree`] invariants: paths relative, `/`-separated, without
@@ -711,7 +739,11 @@ pub(crate) mod tests {
         let id = s.put_blob(b"x").unwrap();
         assert!(matches!(
             s.get_tree(&id),
-            Err(StoreError::Corrupt { reason, .. }) if reason.contains("expected a Tree")
+            Err(StoreError::WrongKind {
+                actual: ObjectKind::Blob,
+                expected: ObjectKind::Tree,
+                ..
+            })
         ));
         fs::write(s.object_path(&id), b"ARBO\x01").unwrap();
         assert!(matches!(

@@ -125,6 +125,9 @@ pub enum ObjectKind {
     Tree = 2,
     /// A [`Manifest`]: one snapshot.
     Manifest = 3,
+    /// The record of a WebAssembly session snapshot (JSON; written by the
+    /// `wasm` backend, read for references by [`super::wasm_refs`]).
+    WasmManifest = 4,
 }
 
 impl ObjectKind {
@@ -134,6 +137,7 @@ impl ObjectKind {
             1 => Some(Self::Blob),
             2 => Some(Self::Tree),
             3 => Some(Self::Manifest),
+            4 => Some(Self::WasmManifest),
             _ => None,
         }
     }

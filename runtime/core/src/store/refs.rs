@@ -47,8 +47,9 @@ impl Store {
     /// List a snapshot (atomically create `snapshots/<id>`). Its manifest
     /// must already be stored and verify; call this only once all its
     /// layers are sealed, so that no partial snapshot is ever listed.
+    /// A WebAssembly session snapshot is listed the same way.
     pub fn list_snapshot(&self, id: &SnapshotId) -> Result<()> {
-        self.get_manifest(id)?;
+        self.snapshot_refs(id)?;
         atomic_write_with(&self.tmp_dir(), &self.index_path(id), b"", Some(INDEX_FPS))
     }
 

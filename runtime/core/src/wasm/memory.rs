@@ -56,7 +56,7 @@ pub const MAX_SEGMENTS: usize = 16;
 const MIN_FLATTEN_SEGMENTS: usize = 64;
 
 /// The hash recorded for an all-zero page (never stored as an object).
-pub const ZERO_PAGE: ObjectId = ObjectId([0; 32]);
+pub const ZERO_PAGE: ObjectId = crate::store::wasm_refs::ZERO_PAGE_ID;
 
 fn os_page() -> usize {
     static SIZE: OnceLock<usize> = OnceLock::new();

@@ -34,9 +34,12 @@
 //! deadline or the memory cap end the session with a [`StepOutcome`] —
 //! an agent-caused result, never an error of the runtime.
 //!
-//! WASM snapshots are blob objects holding a [`WasmManifest`] (JSON); they
-//! are not listed in the snapshot index and `gc` does not know them yet:
-//! [`WasmRuntime::referenced_objects`] lists what one keeps alive.
+//! WASM snapshots are [`ObjectKind::WasmManifest`] objects holding a
+//! [`WasmManifest`] (JSON), listed in the store's snapshot index beside
+//! native snapshots, so tags, `rm`, `gc` and `fsck` treat both alike (the
+//! store reads what a session references without this feature, see
+//! [`crate::store::wasm_refs`]). The base of every sandbox a live process
+//! has open is a gc root (`run/<pid>-wasmroots/base`).
 
 pub mod engine;
 pub mod inspect;
@@ -380,6 +383,28 @@ struct RtInner {
     guests: Mutex<HashMap<ObjectId, Arc<Guest>>>,
     images: Mutex<HashMap<ObjectId, Weak<MemoryImage>>>,
     spare_dirs: Arc<SpareDirs>,
+    roots: Mutex<LiveRoots>,
+}
+
+/// The bases of the sandboxes this runtime opened, recorded for `gc` in
+/// `run/<pid>-wasmroots<n>/base` (one id a line) the first time each is
+/// opened, so a later fork of the same snapshot costs only a set lookup.
+/// The directory goes with the runtime (or with the process: gc removes
+/// those of dead processes).
+#[derive(Debug, Default)]
+struct LiveRoots {
+    seen: std::collections::HashSet<ObjectId>,
+    file: Option<(PathBuf, std::fs::File)>,
+}
+
+impl Drop for RtInner {
+    fn drop(&mut self) {
+        let roots = self.roots.get_mut().unwrap_or_else(|p| p.into_inner());
+        if let Some((dir, file)) = roots.file.take() {
+            drop(file);
+            crate::cleanup::remove_dir_forcefully(&dir);
+        }
+    }
 }
 
 /// The WebAssembly backend over one store. Cheap to clone.
@@ -432,6 +457,7 @@ impl WasmRuntime {
                 guests: Mutex::new(HashMap::new()),
                 images: Mutex::new(HashMap::new()),
                 spare_dirs: Arc::default(),
+                roots: Mutex::default(),
             }),
         })
     }
@@ -659,7 +685,7 @@ impl WasmRuntime {
 
     /// Load a stored WASM snapshot.
     pub fn snapshot(&self, id: &ObjectId) -> Result<WasmSnapshot> {
-        let bytes = self.store().get_blob(id)?;
+        let bytes = self.store().get_wasm_manifest(id)?;
         let manifest: WasmManifest = serde_json::from_slice(&bytes)
             .map_err(|e| WasmError::BadSnapshot(format!("{id}: {e}")))?;
         if manifest.format != MANIFEST_FORMAT {
@@ -690,21 +716,11 @@ impl WasmRuntime {
         let mut out = Vec::new();
         let mut cur = Some(*id);
         while let Some(sid) = cur {
-            let s = self.snapshot(&sid)?;
-            let m = s.manifest();
+            let refs = self.store().wasm_refs(&sid)?;
             out.push(sid);
-            out.push(m.guest);
-            out.extend(pages::page_objects(self.store(), &m.memory)?);
-            out.extend(m.layers.iter().copied());
-            for a in &m.actions {
-                if let WasmAction::WriteFile { content, .. } = a {
-                    out.push(*content);
-                }
-            }
-            for o in &m.observations {
-                out.extend([o.stdout, o.stderr]);
-            }
-            cur = m.parent;
+            out.extend(refs.objects);
+            out.extend(refs.layers);
+            cur = refs.parent;
         }
         out.sort();
         out.dedup();
@@ -744,6 +760,7 @@ impl WasmRuntime {
         })?;
         let mut report = WasmReplayReport::default();
         let mut replayed = self.boot(&root.manifest.guest, &boot, None)?;
+        let mut made = vec![replayed.id];
         report.compare_snapshot(0, root, &replayed);
         let mut step_no = 0;
         for recorded in &chain[1..] {
@@ -794,21 +811,67 @@ impl WasmRuntime {
                 }
             }
             let next = sb.snapshot()?;
+            made.push(next.id);
             report.compare_snapshot(step_no, recorded, &next);
             replayed = next;
         }
+        // The replayed snapshots served only the comparison: they leave
+        // the index (gc frees them) unless they are recorded ones.
+        for id in made {
+            if !chain.iter().any(|c| c.id == id) {
+                self.store().unlist_snapshot(&id)?;
+            }
+        }
         Ok(report)
+    }
+
+    /// Record `id` as the base of a live sandbox (see [`LiveRoots`]).
+    fn hold_root(&self, id: &ObjectId) -> Result<()> {
+        use std::io::Write;
+        let mut roots = self.inner.roots.lock().unwrap_or_else(|p| p.into_inner());
+        if roots.seen.contains(id) {
+            return Ok(());
+        }
+        if roots.file.is_none() {
+            let dir = self.store().run_dir().join(format!(
+                "{}-wasmroots{}",
+                std::process::id(),
+                next_run_number()
+            ));
+            let io = |what: &str, e: std::io::Error| {
+                WasmError::Workspace(format!("cannot {what} {}: {e}", dir.display()))
+            };
+            std::fs::create_dir(&dir).map_err(|e| io("create", e))?;
+            let file = std::fs::OpenOptions::new()
+                .create_new(true)
+                .append(true)
+                .open(dir.join("base"))
+                .map_err(|e| io("create the root list in", e))?;
+            roots.file = Some((dir, file));
+        }
+        if let Some((dir, file)) = roots.file.as_mut() {
+            writeln!(file, "{}", id.to_hex()).map_err(|e| {
+                WasmError::Workspace(format!("cannot record a gc root in {}: {e}", dir.display()))
+            })?;
+        }
+        roots.seen.insert(*id);
+        Ok(())
     }
 
     fn run_dir(&self) -> PathBuf {
         // Process-wide, so that runtimes on the same store never pick the
         // same name (a runtime keeps empty directories for reuse).
-        static COUNTER: AtomicU64 = AtomicU64::new(0);
-        let n = COUNTER.fetch_add(1, Ordering::Relaxed);
         self.store()
             .run_dir()
-            .join(format!("{}-wasm{n}", std::process::id()))
+            .join(format!("{}-wasm{}", std::process::id(), next_run_number()))
     }
+}
+
+/// A process-wide number for `run/` entries, so that runtimes on the same
+/// store never pick the same name.
+fn next_run_number() -> u64 {
+    static COUNTER: AtomicU64 = AtomicU64::new(0);
+    COUNTER.fetch_add(1, Ordering::Relaxed)
 }
 
 /// One divergence found by replay.
@@ -931,11 +994,20 @@ impl WasmSnapshot {
         Ok(image)
     }
 
+    /// The hash of every 64 KiB page of its memory ([`ZERO_PAGE`] for
+    /// zero pages), read from its page index.
+    pub fn page_hashes(&self) -> Result<Vec<ObjectId>> {
+        pages::decode_index(&self.rt.store().get_blob(&self.manifest.memory)?)
+    }
+
     /// Open one sandbox on this snapshot: a fresh instance whose memory is
     /// this snapshot's image mapped copy-on-write, with its globals, WASI
     /// state and (if preopened) a workspace materialised from its layers.
     pub fn open(&self) -> Result<WasmSandbox> {
         let rt = &self.rt;
+        if self.id != ZERO_PAGE {
+            rt.hold_root(&self.id)?;
+        }
         let guest = rt.guest(&self.manifest.guest)?;
         let image = self.image()?;
         let limits = rt.limits();
@@ -1576,7 +1648,10 @@ impl WasmSandbox {
         };
         let json = serde_json::to_vec(&manifest)
             .map_err(|e| WasmError::BadSnapshot(format!("cannot encode the manifest: {e}")))?;
-        let id = store.put_blob(&json)?;
+        let id = store.put(ObjectKind::WasmManifest, &json)?;
+        store.list_snapshot(&id)?;
+        // The session continues on it: a gc root while this runtime lives.
+        rt.hold_root(&id)?;
         if flattened {
             region.map_image(&image)?;
         } else {

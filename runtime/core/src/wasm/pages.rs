@@ -21,37 +21,17 @@ use super::{Result, WasmError};
 use crate::store::object::{OBJECT_HEADER_LEN, OBJECT_MAGIC, OBJECT_VERSION, ObjectId, ObjectKind};
 use crate::store::{Store, StoreError};
 
-const INDEX_MAGIC: &[u8; 16] = b"arbor-wasm-mem1\0";
-
-/// Encode a page index: magic, page count (u64 LE), 32 bytes per page.
+/// Encode a page index: magic, page count (u64 LE), 32 bytes per page
+/// (the format is the store's, so that gc and fsck read it without the
+/// `wasm` feature).
 pub fn encode_index(hashes: &[ObjectId]) -> Vec<u8> {
-    let mut out = Vec::with_capacity(24 + hashes.len() * 32);
-    out.extend_from_slice(INDEX_MAGIC);
-    out.extend_from_slice(&(hashes.len() as u64).to_le_bytes());
-    for h in hashes {
-        out.extend_from_slice(&h.0);
-    }
-    out
+    crate::store::wasm_refs::encode_page_index(hashes)
 }
 
 /// Decode a page index written by [`encode_index`].
 pub fn decode_index(bytes: &[u8]) -> Result<Vec<ObjectId>> {
-    let bad = || WasmError::BadSnapshot("malformed memory page index".into());
-    if bytes.len() < 24 || &bytes[..16] != INDEX_MAGIC {
-        return Err(bad());
-    }
-    let n = u64::from_le_bytes(bytes[16..24].try_into().map_err(|_| bad())?) as usize;
-    if bytes.len() != 24 + n * 32 {
-        return Err(bad());
-    }
-    Ok(bytes[24..]
-        .chunks_exact(32)
-        .map(|c| {
-            let mut a = [0u8; 32];
-            a.copy_from_slice(c);
-            ObjectId(a)
-        })
-        .collect())
+    crate::store::wasm_refs::decode_page_index(bytes)
+        .ok_or_else(|| WasmError::BadSnapshot("malformed memory page index".into()))
 }
 
 /// Objects to write in one batch.
