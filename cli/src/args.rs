@@ -33,12 +33,26 @@ pub struct Cli {
 #[derive(Debug, Subcommand)]
 pub enum Command {
     /// Snapshot a host directory as a root snapshot and print its id.
+    ///
+    /// With `--wasm GUEST`, boot a WebAssembly guest instead (`python`: the
+    /// bundled RustPython session; or a wasm32-wasip1 module file) and list
+    /// its live session, memory and all, as a root session snapshot; DIR,
+    /// if given, becomes its initial /workspace. `exec`, `fanout`, `log`,
+    /// `show`, `diff`, `checkout`, `replay`, `tag`, `rm` and `gc` then work
+    /// on it and its descendants, a command being one step of code.
     Import {
         /// The directory to import (symlinks are copied, never followed).
-        dir: PathBuf,
+        #[arg(required_unless_present = "wasm")]
+        dir: Option<PathBuf>,
         /// Also tag the new snapshot.
         #[arg(long, value_name = "T")]
         tag: Option<String>,
+        /// Boot this WebAssembly guest: `python`, or a .wasm file.
+        #[arg(long, value_name = "GUEST")]
+        wasm: Option<String>,
+        /// The guest's random seed, 64 hex digits [default: all zeros].
+        #[arg(long, value_name = "HEX", requires = "wasm")]
+        seed: Option<String>,
     },
     /// Run a shell command in a fresh fork of a snapshot.
     ///

@@ -17,7 +17,7 @@ use crate::args::Command;
 use crate::error::{EXIT_FAILURE, UsageError};
 use crate::output::{self, emit, note};
 use crate::render::{
-    action_summary, exit_code, exit_label, format_bytes, format_time, plural, table,
+    action_summary, exit_code, exit_label, format_bytes, format_time, one_line, plural, table,
 };
 
 /// What every command works with.
@@ -39,7 +39,20 @@ impl Ctx {
 /// Run one command; returns the process exit status.
 pub fn run(ctx: &Ctx, command: Command) -> Result<i32> {
     match command {
-        Command::Import { dir, tag } => import(ctx, &dir, tag.as_deref()),
+        Command::Import {
+            dir,
+            tag,
+            wasm,
+            seed,
+        } => match wasm {
+            Some(guest) => {
+                import_wasm(ctx, &guest, dir.as_deref(), tag.as_deref(), seed.as_deref())
+            }
+            None => {
+                let dir = dir.ok_or_else(|| UsageError("import needs a directory".into()))?;
+                import(ctx, &dir, tag.as_deref())
+            }
+        },
         Command::Exec {
             snapshot,
             commit,
@@ -53,14 +66,27 @@ pub fn run(ctx: &Ctx, command: Command) -> Result<i32> {
             commit,
             tag_prefix,
             timeout,
-        } => crate::fanout::fanout(
-            ctx,
-            &snapshot,
-            &commands,
-            commit,
-            tag_prefix.as_deref(),
-            timeout,
-        ),
+        } => {
+            #[cfg(feature = "wasm")]
+            if let Some(id) = session(ctx, &snapshot)? {
+                return crate::wasm::fanout(
+                    ctx,
+                    &id,
+                    &commands,
+                    commit,
+                    tag_prefix.as_deref(),
+                    timeout,
+                );
+            }
+            crate::fanout::fanout(
+                ctx,
+                &snapshot,
+                &commands,
+                commit,
+                tag_prefix.as_deref(),
+                timeout,
+            )
+        }
         Command::Diff { a, b } => diff(ctx, &a, &b),
         Command::Log { snapshot } => log(ctx, &snapshot),
         Command::Replay {
@@ -118,7 +144,7 @@ pub fn timeout_ms(seconds: f64) -> u64 {
 }
 
 /// Tags by snapshot.
-fn tags_by_snapshot(store: &Store) -> Result<BTreeMap<SnapshotId, Vec<String>>> {
+pub fn tags_by_snapshot(store: &Store) -> Result<BTreeMap<SnapshotId, Vec<String>>> {
     let mut out: BTreeMap<SnapshotId, Vec<String>> = BTreeMap::new();
     for (name, id) in store.tags()? {
         out.entry(id).or_default().push(name);
@@ -131,6 +157,39 @@ struct ImportJson<'a> {
     snapshot: SnapshotId,
     source: &'a Path,
     tag: Option<&'a str>,
+}
+
+#[cfg(feature = "wasm")]
+fn import_wasm(
+    ctx: &Ctx,
+    guest: &str,
+    dir: Option<&Path>,
+    tag: Option<&str>,
+    seed: Option<&str>,
+) -> Result<i32> {
+    crate::wasm::import(ctx, guest, dir, tag, seed)
+}
+
+#[cfg(not(feature = "wasm"))]
+fn import_wasm(
+    _ctx: &Ctx,
+    _guest: &str,
+    _dir: Option<&Path>,
+    _tag: Option<&str>,
+    _seed: Option<&str>,
+) -> Result<i32> {
+    Err(UsageError(WITHOUT_WASM.into()).into())
+}
+
+/// The error for session work in a build without the `wasm` feature.
+#[cfg(not(feature = "wasm"))]
+const WITHOUT_WASM: &str = "this arbor was built without the wasm feature (WebAssembly sessions); rebuild with --features wasm";
+
+/// The session snapshot `what` names, when it names one (and this build
+/// has the WebAssembly backend).
+#[cfg(feature = "wasm")]
+fn session(ctx: &Ctx, what: &str) -> Result<Option<SnapshotId>> {
+    crate::wasm::resolve(ctx, what)
 }
 
 fn import(ctx: &Ctx, dir: &Path, tag: Option<&str>) -> Result<i32> {
@@ -182,6 +241,10 @@ fn exec(
     let command = words.join(" ");
     if command.trim().is_empty() {
         return Err(UsageError("the command to run is empty".into()).into());
+    }
+    #[cfg(feature = "wasm")]
+    if let Some(id) = session(ctx, snapshot)? {
+        return crate::wasm::exec(ctx, &id, commit, tag, timeout_s, &command);
     }
     let base = ctx.runtime.resolve(snapshot)?;
     if let Some(t) = tag {
@@ -257,6 +320,15 @@ struct DiffJson {
 }
 
 fn diff(ctx: &Ctx, a: &str, b: &str) -> Result<i32> {
+    #[cfg(feature = "wasm")]
+    {
+        let (ia, ib) = (session(ctx, a)?, session(ctx, b)?);
+        if ia.is_some() || ib.is_some() {
+            let ia = ia.map_or_else(|| ctx.store().resolve(a), Ok)?;
+            let ib = ib.map_or_else(|| ctx.store().resolve(b), Ok)?;
+            return crate::wasm::diff(ctx, &ia, &ib);
+        }
+    }
     let a = ctx.runtime.resolve(a)?;
     let b = ctx.runtime.resolve(b)?;
     let d = ctx.runtime.diff(&a, &b)?;
@@ -308,6 +380,10 @@ struct LogJson {
 }
 
 fn log(ctx: &Ctx, snapshot: &str) -> Result<i32> {
+    #[cfg(feature = "wasm")]
+    if let Some(id) = session(ctx, snapshot)? {
+        return crate::wasm::log(ctx, &id);
+    }
     let snapshot = ctx.runtime.resolve(snapshot)?;
     let mut tags = tags_by_snapshot(ctx.store())?;
     let chain: Vec<LogEntry> = ctx
@@ -369,19 +445,33 @@ struct CheckoutJson<'a> {
 }
 
 fn checkout(ctx: &Ctx, snapshot: &str, dir: &Path) -> Result<i32> {
+    #[cfg(feature = "wasm")]
+    if let Some(id) = session(ctx, snapshot)? {
+        return crate::wasm::checkout(ctx, &id, dir);
+    }
     let snapshot = ctx.runtime.resolve(snapshot)?;
     let report = ctx.runtime.checkout(&snapshot, dir)?;
+    print_checkout(ctx, snapshot.id(), dir, report)
+}
+
+/// Print what a checkout of `id` into `dir` materialised.
+pub fn print_checkout(
+    ctx: &Ctx,
+    id: &SnapshotId,
+    dir: &Path,
+    report: MaterializeReport,
+) -> Result<i32> {
     emit(
         ctx.json,
         &CheckoutJson {
-            snapshot: *snapshot.id(),
+            snapshot: *id,
             dir,
             report,
         },
         || {
             let mut text = format!(
                 "checked out {} into {}: {} file{}, {} director{}, {} symlink{}, {}\n",
-                snapshot.id().short(),
+                id.short(),
                 dir.display(),
                 report.files,
                 plural(report.files as usize),
@@ -416,6 +506,61 @@ struct LsEntry {
     error: Option<String>,
 }
 
+/// The `ls` row of a WebAssembly session snapshot, read from its record's
+/// JSON (so that any build lists sessions).
+fn session_ls_entry(store: &Store, id: SnapshotId, tags: Vec<String>) -> LsEntry {
+    let unreadable = |e: String| LsEntry {
+        id,
+        created_at: 0,
+        parent: None,
+        tags: tags.clone(),
+        summary: String::new(),
+        layers: 0,
+        error: Some(e),
+    };
+    let record: serde_json::Value = match store
+        .get_wasm_manifest(&id)
+        .map_err(|e| e.to_string())
+        .and_then(|b| serde_json::from_slice(&b).map_err(|e| e.to_string()))
+    {
+        Ok(v) => v,
+        Err(e) => return unreadable(e),
+    };
+    let steps: Vec<String> = record["actions"]
+        .as_array()
+        .map(|a| {
+            a.iter()
+                .map(|x| match x["type"].as_str() {
+                    Some("step") => format!(">>> {}", one_line(x["code"].as_str().unwrap_or(""))),
+                    Some(other) => format!("{other} {}", x["path"].as_str().unwrap_or("")),
+                    None => "?".to_owned(),
+                })
+                .collect()
+        })
+        .unwrap_or_default();
+    let summary = if record["boot"].is_object() {
+        format!(
+            "[wasm] import --wasm {}",
+            record["boot"]["args"][0].as_str().unwrap_or("?")
+        )
+    } else {
+        match steps.as_slice() {
+            [] => "[wasm] (no action)".to_owned(),
+            [one] => format!("[wasm] {one}"),
+            [first, ..] => format!("[wasm] {} steps: {first}, ...", steps.len()),
+        }
+    };
+    LsEntry {
+        id,
+        created_at: record["created_at"].as_u64().unwrap_or(0),
+        parent: record["parent"].as_str().and_then(|p| p.parse().ok()),
+        tags,
+        summary,
+        layers: record["layers"].as_array().map_or(0, Vec::len),
+        error: None,
+    }
+}
+
 #[derive(Serialize)]
 struct LsJson {
     snapshots: Vec<LsEntry>,
@@ -429,6 +574,9 @@ fn ls(ctx: &Ctx) -> Result<i32> {
         .into_iter()
         .map(|id| {
             let tags = tags.remove(&id).unwrap_or_default();
+            if ctx.store().is_wasm_snapshot(&id) {
+                return session_ls_entry(ctx.store(), id, tags);
+            }
             match ctx.store().get_manifest(&id) {
                 Ok(m) => LsEntry {
                     id,
@@ -514,6 +662,10 @@ struct ShowJson<'a> {
 }
 
 fn show(ctx: &Ctx, snapshot: &str) -> Result<i32> {
+    #[cfg(feature = "wasm")]
+    if let Some(id) = session(ctx, snapshot)? {
+        return crate::wasm::show(ctx, &id);
+    }
     let snapshot = ctx.runtime.resolve(snapshot)?;
     let tags = tags_by_snapshot(ctx.store())?
         .remove(snapshot.id())
@@ -565,7 +717,7 @@ fn tag(ctx: &Ctx, snapshot: Option<&str>, name: Option<&str>, delete: Option<&st
     }
     match (snapshot, name) {
         (Some(snapshot), Some(name)) => {
-            let id = *ctx.runtime.resolve(snapshot)?.id();
+            let id = ctx.store().resolve(snapshot)?;
             store.set_tag(name, &id)?;
             emit(
                 ctx.json,
@@ -608,7 +760,7 @@ struct RmJson {
 }
 
 fn rm(ctx: &Ctx, snapshot: &str) -> Result<i32> {
-    let id = *ctx.runtime.resolve(snapshot)?.id();
+    let id = ctx.store().resolve(snapshot)?;
     let tags_deleted = ctx.store().remove_snapshot(&id)?;
     let result = RmJson {
         snapshot: id,
@@ -779,6 +931,10 @@ fn replay(ctx: &Ctx, snapshot: Option<&str>, strict: bool, explain: bool) -> Res
     let Some(snapshot) = snapshot else {
         anyhow::bail!("replay needs a snapshot (or --explain)");
     };
+    #[cfg(feature = "wasm")]
+    if let Some(id) = session(ctx, snapshot)? {
+        return crate::wasm::replay(ctx, &id);
+    }
     let target = ctx.runtime.resolve(snapshot)?;
     let report = arbor_runtime::replay::replay(
         &ctx.runtime,

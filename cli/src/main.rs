@@ -19,6 +19,8 @@ mod render;
 mod rollout;
 mod task;
 mod train;
+#[cfg(feature = "wasm")]
+mod wasm;
 
 use anyhow::Result;
 use arbor_runtime::{Runtime, RuntimeOptions};

@@ -824,3 +824,117 @@ fn rollout_and_credit_write_trees_records_pairs_and_a_plot() {
         "{err}"
     );
 }
+
+/// A WebAssembly Python session through the snapshot commands: import,
+/// exec (+ commit), restore in a new process, fanout independence, a
+/// runaway step stopped, ls, log, show, diff, checkout, bit-exact replay,
+/// rm + gc keeping what tags reach, fsck.
+#[test]
+fn wasm_sessions_work_with_every_snapshot_command() {
+    let env = Env::new();
+    let ws = env.path("ws");
+    fs::create_dir_all(&ws).unwrap();
+    fs::write(ws.join("seed.txt"), "7\n").unwrap();
+    let imported = env.json(&[
+        "import",
+        "--wasm",
+        "python",
+        ws.to_str().unwrap(),
+        "--tag",
+        "py",
+    ]);
+    let root = str_of(&imported["snapshot"]);
+    assert!(imported["memory_bytes"].as_u64().unwrap() > 1 << 20);
+
+    let e = env.json(&[
+        "exec",
+        "py",
+        "--commit",
+        "--tag",
+        "s1",
+        "--",
+        "x = int(open('seed.txt').read()) * 6; data = {'a': [1, 2]}",
+    ]);
+    assert_eq!(e["exit"], 0, "{e}");
+    let s1 = str_of(&e["committed"]);
+    // Each arbor process restores the session from the store.
+    let e = env.json(&["exec", "s1", "--", "print(x, data)"]);
+    assert_eq!(e["stdout"], "42 {'a': [1, 2]}\n", "{e}");
+    // Control: the parent session never had x.
+    let e = env.json_with(1, &["exec", "py", "--", "print(x)"]);
+    assert!(str_of(&e["stderr"]).contains("NameError"), "{e}");
+
+    let f = env.json(&[
+        "fanout",
+        "s1",
+        "--cmd",
+        "x = 1; open('out.txt', 'w').write('one'); print(x)",
+        "--cmd",
+        "print(x)",
+        "--commit",
+        "--tag-prefix",
+        "f",
+    ]);
+    let forks = f["forks"].as_array().unwrap();
+    assert_eq!(forks[0]["stdout"], "1\n");
+    assert_eq!(forks[1]["stdout"], "42\n", "a sibling's change leaked: {f}");
+
+    // A step that never ends runs out of fuel; the session is not harmed.
+    let e = env.json_with(124, &["exec", "s1", "--", "while True: pass"]);
+    assert_eq!(e["outcome"]["type"], "out_of_fuel", "{e}");
+    assert_eq!(
+        env.json(&["exec", "s1", "--", "print(x)"])["stdout"],
+        "42\n"
+    );
+
+    let ls = env.json(&["ls"]);
+    let rows = ls["snapshots"].as_array().unwrap();
+    assert_eq!(rows.len(), 4, "{ls}");
+    assert!(
+        rows.iter()
+            .all(|r| str_of(&r["summary"]).starts_with("[wasm]")),
+        "{ls}"
+    );
+    let log = env.json(&["log", "f-1"]);
+    let chain: Vec<String> = log["chain"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| str_of(&c["id"]))
+        .collect();
+    assert_eq!(chain.len(), 3);
+    assert_eq!(
+        (chain[0].as_str(), chain[1].as_str()),
+        (root.as_str(), s1.as_str())
+    );
+    assert_eq!(env.json(&["show", "s1"])["backend"], "wasm");
+
+    let d = env.json(&["diff", "s1", "f-1"]);
+    assert_eq!(d["added"], serde_json::json!(["out.txt"]), "{d}");
+    assert!(d["memory_pages_changed"].as_u64().unwrap() > 0, "{d}");
+    let d = env.json(&["diff", "f-1", "f-1"]);
+    assert_eq!(d["memory_pages_changed"], 0, "{d}");
+
+    let co = env.path("co");
+    env.ok(&["checkout", "f-1", co.to_str().unwrap()]);
+    assert_eq!(fs::read_to_string(co.join("out.txt")).unwrap(), "one");
+    assert_eq!(fs::read_to_string(co.join("seed.txt")).unwrap(), "7\n");
+
+    let r = env.json(&["replay", "f-1"]);
+    assert_eq!(r["identical"], true, "{r}");
+    assert_eq!(r["steps"], 2, "{r}");
+    // Replay leaves no snapshots of its own in the index.
+    assert_eq!(env.json(&["ls"])["snapshots"].as_array().unwrap().len(), 4);
+
+    env.ok(&["rm", "f-2"]);
+    env.ok(&["gc"]);
+    let ls = env.json(&["ls"]);
+    assert_eq!(ls["snapshots"].as_array().unwrap().len(), 3, "{ls}");
+    let fsck = env.run(&["fsck"]);
+    assert!(fsck.status.success(), "{}", describe(&fsck));
+    assert_eq!(
+        env.json(&["exec", "f-1", "--", "print(x)"])["stdout"],
+        "1\n",
+        "gc lost a tagged session's state"
+    );
+}
