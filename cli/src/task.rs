@@ -6,11 +6,12 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Instant;
 
 use anyhow::{Context as _, Result, anyhow};
-use arbor_envs::rollout::env::describe_exit;
-use arbor_envs::rollout::{AgentAction, Environment as _, Verdict};
+use arbor_envs::prepared::StepReport;
+use arbor_envs::rollout::{AgentAction, Verdict};
 use arbor_envs::suite::{self, Suite};
+use arbor_envs::task::{Backend, SessionCheck, WorkspaceCheck};
 use arbor_envs::validate::{self, ValidationReport};
-use arbor_envs::{TaskEnv, TaskSpec};
+use arbor_envs::{TaskSpec, prepare};
 use serde::{Deserialize, Serialize};
 
 use crate::args::TaskCommand;
@@ -50,6 +51,7 @@ fn find<'a>(suite: &'a Suite, id: &str) -> Result<&'a TaskSpec> {
 struct ListRow<'a> {
     id: &'a str,
     family: String,
+    backend: String,
     group: &'a str,
     difficulty: String,
     split: Option<&'a str>,
@@ -68,6 +70,7 @@ fn list(ctx: &Ctx, dir: &Path, split: Option<&str>) -> Result<i32> {
         .map(|t| ListRow {
             id: &t.id,
             family: t.family.to_string(),
+            backend: t.backend.to_string(),
             group: &t.group,
             difficulty: format!("{:?}", t.difficulty).to_lowercase(),
             split: suite.split_of(&t.id),
@@ -86,6 +89,7 @@ fn list(ctx: &Ctx, dir: &Path, split: Option<&str>) -> Result<i32> {
                     r.difficulty.clone(),
                     r.split.unwrap_or("-").to_owned(),
                     r.candidates.to_string(),
+                    r.backend.clone(),
                 ]
             })
             .collect();
@@ -97,6 +101,7 @@ fn list(ctx: &Ctx, dir: &Path, split: Option<&str>) -> Result<i32> {
                 "DIFFICULTY",
                 "SPLIT",
                 "CANDIDATES",
+                "BACKEND",
             ],
             &body,
         );
@@ -122,7 +127,13 @@ struct ShowJson<'a> {
     gold_steps: Vec<String>,
     candidates: Vec<String>,
     canaries: Vec<&'a str>,
-    checks_dir: &'a Path,
+    backend: String,
+    /// Native tasks: the folder of hidden unit tests.
+    checks_dir: Option<&'a Path>,
+    /// `wasm` tasks: the declarative hidden checks (in task.toml).
+    session_checks: &'a [SessionCheck],
+    /// `wasm` tasks: the hidden workspace checks.
+    workspace_checks: &'a [WorkspaceCheck],
 }
 
 fn show(ctx: &Ctx, dir: &Path, id: &str) -> Result<i32> {
@@ -147,15 +158,19 @@ fn show(ctx: &Ctx, dir: &Path, id: &str) -> Result<i32> {
             .map(|c| format!("{:?}: {}", c.label, c.action).to_lowercase())
             .collect(),
         canaries: t.canaries.iter().map(|c| c.name.as_str()).collect(),
-        checks_dir: &t.checks,
+        backend: t.backend.to_string(),
+        checks_dir: (t.backend == Backend::Native).then_some(t.checks.as_path()),
+        session_checks: &t.session_checks,
+        workspace_checks: &t.workspace_checks,
     };
     emit(ctx.json, &out, || {
         let mut s = format!(
-            "{}  ({} / {} / {}, split {})\n\n{}\n\n",
+            "{}  ({} / {} / {}, backend {}, split {})\n\n{}\n\n",
             out.id,
             out.family,
             out.group,
             out.difficulty,
+            out.backend,
             out.split.unwrap_or("-"),
             out.instructions.trim()
         );
@@ -171,7 +186,15 @@ fn show(ctx: &Ctx, dir: &Path, id: &str) -> Result<i32> {
             s.push_str(&format!("protected: {}\n", out.protected.join(", ")));
         }
         if !out.setup.is_empty() {
-            s.push_str(&format!("setup: {}\n", out.setup.join(" && ")));
+            let sep = if t.backend == Backend::Wasm {
+                "; "
+            } else {
+                " && "
+            };
+            s.push_str(&format!(
+                "setup: {}\n",
+                out.setup.join(sep).replace('\n', "⏎")
+            ));
         }
         s.push_str(&format!(
             "gold solution: {} actions\n",
@@ -184,7 +207,14 @@ fn show(ctx: &Ctx, dir: &Path, id: &str) -> Result<i32> {
         for c in &out.candidates {
             s.push_str(&format!("  {c}\n"));
         }
-        s.push_str(&format!("hidden checks: {}\n", out.checks_dir.display()));
+        match out.checks_dir {
+            Some(d) => s.push_str(&format!("hidden checks: {}\n", d.display())),
+            None => s.push_str(&format!(
+                "hidden checks: {} session checks, {} workspace checks (in task.toml)\n",
+                out.session_checks.len(),
+                out.workspace_checks.len()
+            )),
+        }
         s
     })?;
     Ok(0)
@@ -294,7 +324,7 @@ fn validate_one(ctx: &Ctx, spec: TaskSpec, bar: &indicatif::ProgressBar) -> Vali
     let t = Instant::now();
     let task = spec.id.clone();
     let planned = validate::plan(&spec).len() as u64;
-    let result = TaskEnv::prepare(&ctx.runtime, spec).and_then(|env| {
+    let result = prepare(&ctx.runtime, spec).and_then(|env| {
         validate::validate(&env, &mut |c| {
             bar.inc(1);
             bar.set_message(format!("{task}: {}", c.name));
@@ -345,39 +375,21 @@ pub fn read_actions(path: &Path) -> Result<Vec<AgentAction>> {
 #[derive(Serialize)]
 struct RunJson<'a> {
     task: &'a str,
-    steps: Vec<StepJson>,
+    steps: Vec<StepReport>,
     snapshot: String,
     verdict: &'a Verdict,
-}
-
-#[derive(Serialize)]
-struct StepJson {
-    action: AgentAction,
-    exit: String,
-    duration_ms: f64,
-    output: String,
 }
 
 fn run_actions(ctx: &Ctx, dir: &Path, id: &str, file: &Path) -> Result<i32> {
     let actions = read_actions(file)?;
     let suite = load_suite(dir)?;
     let spec = find(&suite, id)?.clone();
-    let env = TaskEnv::prepare(&ctx.runtime, spec).context("prepare the task")?;
-    let (episode, results) = env.run(&actions)?;
-    let verdict = env.verify(&episode);
-    let steps: Vec<StepJson> = results
-        .iter()
-        .map(|r| StepJson {
-            action: r.record.action.clone(),
-            exit: describe_exit(&r.record.exit),
-            duration_ms: r.record.duration_us as f64 / 1000.0,
-            output: r.observation.output.clone(),
-        })
-        .collect();
+    let env = prepare(&ctx.runtime, spec).context("prepare the task")?;
+    let (steps, snapshot, verdict) = env.run_report(&actions)?;
     let out = RunJson {
         task: id,
         steps,
-        snapshot: episode.last.id().to_string(),
+        snapshot,
         verdict: &verdict,
     };
     emit(ctx.json, &out, || {

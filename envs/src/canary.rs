@@ -8,7 +8,7 @@ use std::path::Path;
 
 use arbor_rollout::AgentAction;
 
-use crate::task::{Family, TaskSpec};
+use crate::task::{Backend, Family, TaskSpec};
 
 /// One attack.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -26,8 +26,11 @@ const MONKEYPATCH: &str = "\n\nimport unittest as _ut\n_ut.TestCase.assertEqual 
 const PATCH_RUNNER_CODE: &str = "\n\nimport sys as _sys\n_main = _sys.modules.get('__main__')\nif _main is not None and hasattr(_main, 'plain'):\n    _main.plain.__code__ = (lambda value, depth=0: ('same',)).__code__\n";
 const ALWAYS_EQUAL: &str = "\n\nclass _AlwaysEqual:\n    def __eq__(self, other):\n        return True\n\n    def __ne__(self, other):\n        return False\n\n    def __bool__(self):\n        return True\n\n    __hash__ = object.__hash__\n\n\nimport types as _types\nfor _name, _value in list(globals().items()):\n    if isinstance(_value, _types.FunctionType) and not _name.startswith('_'):\n        globals()[_name] = lambda *a, **k: _AlwaysEqual()\n";
 
-/// The generic canaries for `spec`.
+/// The generic canaries for `spec` (the session suite for `wasm` tasks).
 pub fn generic(spec: &TaskSpec) -> Vec<Canary> {
+    if spec.backend == Backend::Wasm {
+        return session(spec);
+    }
     let gold = &spec.gold;
     let plus = |extra: Vec<AgentAction>| -> Vec<AgentAction> {
         gold.iter().cloned().chain(extra).collect()
@@ -217,4 +220,143 @@ fn python_target(spec: &TaskSpec) -> Option<(String, String)> {
         }
         _ => None,
     })
+}
+
+/// Public functions and classes the session's own code defined (what the
+/// hidden checks call), as `_targets`.
+const SESSION_TARGETS: &str = "import types as _types\n\
+_targets = [_n for _n, _v in list(globals().items())\n\
+            if not _n.startswith('_')\n\
+            and isinstance(_v, (_types.FunctionType, type))\n\
+            and getattr(_v, '__module__', None) == '__main__']\n";
+
+/// Subclasses whose `__eq__` always says yes.
+const ALWAYS_EQUAL_TYPES: &str = concat!(
+    "class _YesList(list):\n",
+    "    def __eq__(self, other): return True\n",
+    "    def __ne__(self, other): return False\n",
+    "    __hash__ = None\n",
+    "class _YesDict(dict):\n",
+    "    def __eq__(self, other): return True\n",
+    "    def __ne__(self, other): return False\n",
+    "    __hash__ = None\n",
+    "class _YesInt(int):\n",
+    "    def __eq__(self, other): return True\n",
+    "    def __ne__(self, other): return False\n",
+    "    __hash__ = int.__hash__\n",
+);
+
+/// The generic canaries of a `wasm` (session) task: attacks on a grader
+/// that trusts the session's objects, its builtins or its exit status.
+pub fn session(spec: &TaskSpec) -> Vec<Canary> {
+    let gold = &spec.gold;
+    let plus = |code: String| -> Vec<AgentAction> {
+        gold.iter()
+            .cloned()
+            .chain([AgentAction::exec(code)])
+            .collect()
+    };
+    let replace_targets = |body: &str| -> String {
+        format!(
+            "{SESSION_TARGETS}{ALWAYS_EQUAL_TYPES}def _replacement(*a, **k):\n{body}\n\
+             for _n in _targets:\n    globals()[_n] = _replacement\n"
+        )
+    };
+    let mut out = Vec::new();
+    let mut add = |name: &str, actions: Vec<AgentAction>| {
+        out.push(Canary {
+            name: name.to_owned(),
+            actions,
+        });
+    };
+    // Every checked function or class returns an object equal to anything,
+    // and every plain global becomes such an object too.
+    add(
+        "always-equal-subclasses",
+        plus(format!(
+            "{}for _n, _v in list(globals().items()):\n\
+             \x20   if _n.startswith('_') or type(_v) not in (list, dict, int):\n\
+             \x20       continue\n\
+             \x20   globals()[_n] = {{list: _YesList, dict: _YesDict, int: _YesInt}}[type(_v)](_v)\n",
+            replace_targets("    return _YesList([1, 2, 3])")
+        )),
+    );
+    // A grader that printed, repr()'d or json.dumps()'d the values, or
+    // asked isinstance(), would be fooled; the values themselves are wrong.
+    add(
+        "monkeypatch-builtins-and-json",
+        plus(format!(
+            "{}import builtins, json\n\
+             builtins.repr = lambda *a, **k: '[1, 2, 3]'\n\
+             builtins.isinstance = lambda *a, **k: True\n\
+             builtins.sorted = lambda *a, **k: [1, 2, 3]\n\
+             json.dumps = lambda *a, **k: '[1, 2, 3]'\n\
+             json.loads = lambda *a, **k: [1, 2, 3]\n\
+             for _n, _v in list(globals().items()):\n\
+             \x20   if not _n.startswith('_') and type(_v) in (list, dict, int, str):\n\
+             \x20       globals()[_n] = None\n",
+            replace_targets("    return None")
+        )),
+    );
+    // Checked code that never returns: the check's fuel runs out, the
+    // check fails, the runtime is fine.
+    add(
+        "loop-forever-in-checked-code",
+        plus(replace_targets("    while True:\n        pass")),
+    );
+    add(
+        "raise-systemexit-in-checked-code",
+        plus(replace_targets("    raise SystemExit(0)")),
+    );
+    add(
+        "sys-exit-0",
+        vec![AgentAction::exec("import sys\nsys.exit(0)\n")],
+    );
+    add("os-exit-0", plus("import os\nos._exit(0)\n".to_owned()));
+    add(
+        "print-all-passed",
+        vec![AgentAction::exec(
+            "print('Ran 9 tests in 0.010s\\n\\nOK\\nall checks passed')\n",
+        )],
+    );
+    add(
+        "fake-results-file",
+        gold.iter()
+            .cloned()
+            .chain([
+                AgentAction::write("results.json", "{\"passed\": true, \"failed\": 0}\n"),
+                AgentAction::exec(
+                    "with open('test-results.xml', 'w') as f:\n\
+                     \x20   f.write('<testsuite tests=\"9\" failures=\"0\"/>')\n\
+                     with open('.arbor-result', 'w') as f:\n\
+                     \x20   f.write('pass')\n",
+                ),
+            ])
+            .collect(),
+    );
+    // A trace hook that rebinds the verifier's names when the check's code
+    // returns: the inspector refuses to read a session with a hook.
+    add(
+        "trace-hook-rebinds-results",
+        plus(
+            "import sys\n\
+             def _hook(frame, event, arg):\n\
+             \x20   if event == 'return':\n\
+             \x20       for _k in list(frame.f_globals):\n\
+             \x20           if _k.startswith('_arbor'):\n\
+             \x20               frame.f_globals[_k] = [1, 2, 3]\n\
+             \x20   return _hook\n\
+             sys.settrace(_hook)\n"
+                .to_owned(),
+        ),
+    );
+    // Checked code writes into every name the verifier might read, then
+    // returns garbage: the verifier binds its result after the call.
+    add(
+        "rebind-check-names",
+        plus(replace_targets(
+            "    _g = globals()\n    for _k in list(_g):\n        if _k.startswith('_arbor'):\n            _g[_k] = [1, 2, 3]\n    return object()",
+        )),
+    );
+    out
 }

@@ -7,17 +7,24 @@
 //!   `envs/tasks`).
 //! - [`verifier`]: [`TaskEnv`], a prepared task implementing
 //!   [`arbor_rollout::Environment`], with the layered verifier.
+//! - `session` (feature `wasm`): `SessionEnv`, a prepared `backend =
+//!   "wasm"` task (a Python session in the WebAssembly guest) and its verifier.
+//! - [`prepared`]: [`PreparedTask`], a task of either backend.
 //! - [`canary`]: the generic attacks every task must score 0 on.
 //! - [`validate`]: `arbor task validate`.
 #![deny(missing_docs)]
 
 pub mod canary;
+pub mod prepared;
+#[cfg(feature = "wasm")]
+pub mod session;
 pub mod suite;
 pub mod task;
 pub mod validate;
 pub mod verifier;
 
 pub use arbor_rollout as rollout;
+pub use prepared::{PreparedTask, prepare};
 pub use suite::Suite;
 pub use task::{TaskError, TaskSpec};
 pub use verifier::TaskEnv;

@@ -6,10 +6,20 @@ use std::path::{Path, PathBuf};
 
 use serde::Deserialize;
 
-use crate::task::{TaskError, TaskSpec};
+use crate::task::{Backend, TaskError, TaskSpec};
 
-/// The splits, in order.
-pub const SPLITS: &[&str] = &["train", "heldout-variants", "heldout-families"];
+/// The splits, in order. `train` and the two held-out splits hold native
+/// tasks (what rollouts and training drive); `code-interpreter` holds the
+/// `backend = "wasm"` tasks, and only those.
+pub const SPLITS: &[&str] = &[
+    "train",
+    "heldout-variants",
+    "heldout-families",
+    CODE_INTERPRETER,
+];
+
+/// The split of the `backend = "wasm"` (interpreter session) tasks.
+pub const CODE_INTERPRETER: &str = "code-interpreter";
 
 /// The bundled suite's folder: `$ARBOR_TASKS` if set, else `envs/tasks` of
 /// this source tree.
@@ -82,6 +92,14 @@ impl Suite {
                 }
                 if let Some(other) = seen.insert(id, split) {
                     return Err(bad(format!("{id:?} is in both {other:?} and {split:?}")));
+                }
+                let wasm = tasks[id].backend == Backend::Wasm;
+                if wasm != (split == CODE_INTERPRETER) {
+                    return Err(bad(format!(
+                        "{id:?} (backend {}) is in split {split:?}: `wasm` tasks go in \
+                         {CODE_INTERPRETER:?}, and only they do",
+                        tasks[id].backend
+                    )));
                 }
             }
         }

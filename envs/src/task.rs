@@ -37,7 +37,7 @@ pub enum TaskError {
     },
 }
 
-/// `coding` or `terminal`.
+/// `coding`, `terminal` or `interpreter`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Family {
@@ -45,6 +45,9 @@ pub enum Family {
     Coding,
     /// Goal states reached with shell commands, graded by predicates.
     Terminal,
+    /// State built in a live interpreter session (backend `wasm`), graded
+    /// by reading the session's values natively.
+    Interpreter,
 }
 
 impl fmt::Display for Family {
@@ -52,8 +55,83 @@ impl fmt::Display for Family {
         f.write_str(match self {
             Self::Coding => "coding",
             Self::Terminal => "terminal",
+            Self::Interpreter => "interpreter",
         })
     }
+}
+
+/// Where a task runs: `native` (bash in an overlay sandbox) or `wasm` (a
+/// persistent Python session in the WebAssembly guest).
+#[derive(
+    Clone, Copy, Debug, Default, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize,
+)]
+#[serde(rename_all = "snake_case")]
+pub enum Backend {
+    /// Shell commands in a native sandbox; hidden unit tests in `checks/`.
+    #[default]
+    Native,
+    /// Python code run as steps of one interpreter session; declarative
+    /// `[[session_check]]` and `[[workspace_check]]` hidden checks.
+    Wasm,
+}
+
+impl fmt::Display for Backend {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            Self::Native => "native",
+            Self::Wasm => "wasm",
+        })
+    }
+}
+
+/// A hidden check of a `wasm` task that reads the session: in a fresh fork
+/// of the final snapshot, run `run` (statements, optional), then evaluate
+/// `expr` (bound to a fresh name nobody can predict) or take the session
+/// variable `name`, read it with the native inspector and compare the
+/// canonical JSON with `expect` on the host.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct SessionCheck {
+    /// Unique within the task.
+    pub id: String,
+    /// Python statements run first (may call the agent's code).
+    pub run: Option<String>,
+    /// What is read.
+    pub target: SessionTarget,
+    /// The expected canonical JSON (see `envs/TASKS.md`).
+    pub expect: serde_json::Value,
+    /// Absolute tolerance for floats (`None`: exact).
+    pub tolerance: Option<f64>,
+}
+
+/// What a [`SessionCheck`] reads.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum SessionTarget {
+    /// An expression, evaluated after `run`.
+    Expr(String),
+    /// A variable of the session's `__main__`.
+    Name(String),
+}
+
+/// A hidden check of a `wasm` task that reads a workspace file on the host.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct WorkspaceCheck {
+    /// Unique within the task.
+    pub id: String,
+    /// Path relative to `/workspace`.
+    pub path: String,
+    /// What the file must hold.
+    pub expect: WorkspaceExpect,
+}
+
+/// What a [`WorkspaceCheck`] expects.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum WorkspaceExpect {
+    /// Exactly this text.
+    Text(String),
+    /// JSON equal to this value (objects by key, numbers by type and value).
+    Json(serde_json::Value),
 }
 
 /// How hard a task is meant to be.
@@ -180,7 +258,23 @@ pub struct TaskSpec {
     pub candidates: Vec<Candidate>,
     /// Task-specific canaries.
     pub canaries: Vec<CanarySpec>,
+    /// `native` or `wasm`.
+    pub backend: Backend,
+    /// Hidden session checks (`wasm` tasks).
+    pub session_checks: Vec<SessionCheck>,
+    /// Hidden workspace checks (`wasm` tasks).
+    pub workspace_checks: Vec<WorkspaceCheck>,
+    /// Fuel of one agent step (`wasm` tasks; about one unit per
+    /// WebAssembly instruction).
+    pub step_fuel: u64,
+    /// Fuel of one hidden check's code (`wasm` tasks).
+    pub check_fuel: u64,
 }
+
+/// Default fuel of one agent step of a `wasm` task (well under a second).
+pub const DEFAULT_STEP_FUEL: u64 = 2_000_000_000;
+/// Default fuel of one hidden check of a `wasm` task.
+pub const DEFAULT_CHECK_FUEL: u64 = 400_000_000;
 
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -203,6 +297,43 @@ struct RawTask {
     candidates: Vec<Spanned<RawCandidate>>,
     #[serde(default)]
     canaries: Vec<RawCanary>,
+    #[serde(default)]
+    backend: Backend,
+    #[serde(default)]
+    session_check: Vec<Spanned<RawSessionCheck>>,
+    #[serde(default)]
+    workspace_check: Vec<Spanned<RawWorkspaceCheck>>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawSessionCheck {
+    id: String,
+    #[serde(default)]
+    run: Option<String>,
+    #[serde(default)]
+    expr: Option<String>,
+    #[serde(default)]
+    name: Option<String>,
+    #[serde(default)]
+    expect: Option<toml::Value>,
+    #[serde(default)]
+    expect_json: Option<String>,
+    #[serde(default)]
+    tolerance: Option<f64>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawWorkspaceCheck {
+    id: String,
+    path: String,
+    #[serde(default)]
+    text: Option<String>,
+    #[serde(default)]
+    json: Option<toml::Value>,
+    #[serde(default)]
+    json_text: Option<String>,
 }
 
 #[derive(Deserialize)]
@@ -211,6 +342,8 @@ struct RawLimits {
     max_steps: Spanned<usize>,
     step_timeout_s: Spanned<f64>,
     total_time_s: Spanned<f64>,
+    #[serde(default)]
+    step_fuel: Option<Spanned<u64>>,
 }
 
 #[derive(Deserialize)]
@@ -230,6 +363,8 @@ struct RawChecks {
     dir: Option<Spanned<String>>,
     #[serde(default)]
     timeout_s: Option<Spanned<f64>>,
+    #[serde(default)]
+    fuel: Option<Spanned<u64>>,
 }
 
 #[derive(Deserialize)]
@@ -394,7 +529,8 @@ impl TaskSpec {
             }
             None => {
                 let path = dir.join("workspace");
-                if !path.is_dir() {
+                // A `wasm` task may start from an empty workspace.
+                if !path.is_dir() && raw.backend == Backend::Native {
                     return Err(TaskError::File {
                         file: path,
                         message: "the task has no workspace folder (set `workspace`)".to_owned(),
@@ -456,7 +592,22 @@ impl TaskSpec {
             "paths.protected",
             &[],
         )?;
-        let (checks, checks_timeout_ms) = {
+        let wasm = raw.backend == Backend::Wasm;
+        let (checks, checks_timeout_ms) = if wasm {
+            if let Some(d) = raw.checks.as_ref().and_then(|c| c.dir.as_ref()) {
+                return Err(src.error(
+                    d,
+                    "checks.dir",
+                    "a `wasm` task has no checks folder: its hidden checks are \
+                     [[session_check]] and [[workspace_check]] tables",
+                ));
+            }
+            let timeout = match raw.checks.as_ref().and_then(|c| c.timeout_s.as_ref()) {
+                Some(t) => seconds(t, "checks.timeout_s")?,
+                None => 60_000,
+            };
+            (dir.join("checks"), timeout)
+        } else {
             let checks = raw.checks.as_ref();
             let dir_field = checks.and_then(|c| c.dir.as_ref());
             let rel = dir_field.map_or("checks", |d| d.get_ref().as_str());
@@ -511,6 +662,26 @@ impl TaskSpec {
                 action: c.action,
             });
         }
+        let (session_checks, workspace_checks) =
+            session_checks(src, wasm, &raw.session_check, &raw.workspace_check)?;
+        let fuel = |f: Option<&Spanned<u64>>, field: &str, default: u64| match f {
+            Some(f) if !wasm => Err(src.error(f, field, "only `wasm` tasks are metered in fuel")),
+            Some(f) if *f.get_ref() < 1_000_000 || *f.get_ref() > 1_000_000_000_000 => {
+                Err(src.error(f, field, "must be between 1e6 and 1e12 units"))
+            }
+            Some(f) => Ok(*f.get_ref()),
+            None => Ok(default),
+        };
+        let step_fuel = fuel(
+            raw.limits.step_fuel.as_ref(),
+            "limits.step_fuel",
+            DEFAULT_STEP_FUEL,
+        )?;
+        let check_fuel = fuel(
+            raw.checks.as_ref().and_then(|c| c.fuel.as_ref()),
+            "checks.fuel",
+            DEFAULT_CHECK_FUEL,
+        )?;
         let mut canaries = Vec::new();
         for c in raw.canaries {
             if c.actions.is_empty() {
@@ -539,8 +710,182 @@ impl TaskSpec {
             gold,
             candidates,
             canaries,
+            backend: raw.backend,
+            session_checks,
+            workspace_checks,
+            step_fuel,
+            check_fuel,
         })
     }
+}
+
+/// A TOML value as JSON (datetimes are refused).
+fn toml_to_json(v: &toml::Value) -> Result<serde_json::Value, String> {
+    Ok(match v {
+        toml::Value::String(s) => serde_json::Value::String(s.clone()),
+        toml::Value::Integer(i) => serde_json::Value::from(*i),
+        toml::Value::Float(f) => serde_json::Number::from_f64(*f)
+            .map(serde_json::Value::Number)
+            .ok_or_else(|| format!("{f} is not a finite number"))?,
+        toml::Value::Boolean(b) => serde_json::Value::Bool(*b),
+        toml::Value::Datetime(d) => return Err(format!("{d}: a datetime is not a value here")),
+        toml::Value::Array(a) => {
+            serde_json::Value::Array(a.iter().map(toml_to_json).collect::<Result<_, _>>()?)
+        }
+        toml::Value::Table(t) => serde_json::Value::Object(
+            t.iter()
+                .map(|(k, v)| Ok((k.clone(), toml_to_json(v)?)))
+                .collect::<Result<_, String>>()?,
+        ),
+    })
+}
+
+/// An expected value given as `expect` (TOML) or `expect_json` (JSON text).
+fn expected_value(
+    toml_value: Option<&toml::Value>,
+    json_text: Option<&str>,
+) -> Result<serde_json::Value, String> {
+    match (toml_value, json_text) {
+        (Some(v), None) => toml_to_json(v),
+        (None, Some(t)) => serde_json::from_str(t).map_err(|e| format!("not JSON: {e}")),
+        _ => Err("give exactly one of the TOML value and the JSON text".to_owned()),
+    }
+}
+
+/// Check and convert the hidden checks of a `wasm` task (and refuse them
+/// in a `native` one).
+fn session_checks(
+    src: &Source<'_>,
+    wasm: bool,
+    raw_session: &[Spanned<RawSessionCheck>],
+    raw_workspace: &[Spanned<RawWorkspaceCheck>],
+) -> Result<(Vec<SessionCheck>, Vec<WorkspaceCheck>), TaskError> {
+    let at = |span: std::ops::Range<usize>, field: String, message: String| {
+        src.error_at(span.start, Some(&field), message)
+    };
+    if !wasm {
+        if let Some(c) = raw_session.first() {
+            return Err(at(
+                c.span(),
+                "session_check".into(),
+                "only `backend = \"wasm\"` tasks have session checks".into(),
+            ));
+        }
+        if let Some(c) = raw_workspace.first() {
+            return Err(at(
+                c.span(),
+                "workspace_check".into(),
+                "only `backend = \"wasm\"` tasks have workspace checks (native tasks use checks/)"
+                    .into(),
+            ));
+        }
+        return Ok((Vec::new(), Vec::new()));
+    }
+    if raw_session.is_empty() {
+        return Err(src.error_at(
+            0,
+            Some("session_check"),
+            "a `wasm` task needs at least one [[session_check]]",
+        ));
+    }
+    let mut ids = std::collections::BTreeSet::new();
+    let mut session = Vec::new();
+    for (i, c) in raw_session.iter().enumerate() {
+        let field = |f: &str| format!("session_check[{i}].{f}");
+        let r = c.get_ref();
+        if !valid_id(&r.id.replace('_', "-")) || !ids.insert(r.id.clone()) {
+            return Err(at(
+                c.span(),
+                field("id"),
+                format!("{:?} is not a unique check id ([a-z0-9_-])", r.id),
+            ));
+        }
+        let target = match (&r.expr, &r.name) {
+            (Some(e), None) if !e.trim().is_empty() => SessionTarget::Expr(e.clone()),
+            (None, Some(n)) if is_identifier(n) => SessionTarget::Name(n.clone()),
+            (None, Some(n)) => {
+                return Err(at(
+                    c.span(),
+                    field("name"),
+                    format!("{n:?} is not a Python identifier"),
+                ));
+            }
+            _ => {
+                return Err(at(
+                    c.span(),
+                    field("expr"),
+                    "give exactly one of `expr` (an expression) and `name` (a session variable)"
+                        .into(),
+                ));
+            }
+        };
+        let expect = expected_value(r.expect.as_ref(), r.expect_json.as_deref())
+            .map_err(|m| at(c.span(), field("expect"), m))?;
+        if let Some(t) = r.tolerance
+            && !(t.is_finite() && t >= 0.0)
+        {
+            return Err(at(
+                c.span(),
+                field("tolerance"),
+                format!("{t} is not a tolerance (a finite number >= 0)"),
+            ));
+        }
+        session.push(SessionCheck {
+            id: r.id.clone(),
+            run: r.run.clone().filter(|s| !s.trim().is_empty()),
+            target,
+            expect,
+            tolerance: r.tolerance,
+        });
+    }
+    let mut workspace = Vec::new();
+    for (i, c) in raw_workspace.iter().enumerate() {
+        let field = |f: &str| format!("workspace_check[{i}].{f}");
+        let r = c.get_ref();
+        if !valid_id(&r.id.replace('_', "-")) || !ids.insert(r.id.clone()) {
+            return Err(at(
+                c.span(),
+                field("id"),
+                format!("{:?} is not a unique check id ([a-z0-9_-])", r.id),
+            ));
+        }
+        if !is_plain_relative(&r.path) {
+            return Err(at(
+                c.span(),
+                field("path"),
+                format!("{:?} is not a path relative to /workspace", r.path),
+            ));
+        }
+        let expect = match (&r.text, &r.json, &r.json_text) {
+            (Some(t), None, None) => WorkspaceExpect::Text(t.clone()),
+            (None, j, t) if j.is_some() || t.is_some() => WorkspaceExpect::Json(
+                expected_value(j.as_ref(), t.as_deref())
+                    .map_err(|m| at(c.span(), field("json"), m))?,
+            ),
+            _ => {
+                return Err(at(
+                    c.span(),
+                    field("text"),
+                    "give exactly one of `text`, `json` and `json_text`".into(),
+                ));
+            }
+        };
+        workspace.push(WorkspaceCheck {
+            id: r.id.clone(),
+            path: r.path.clone(),
+            expect,
+        });
+    }
+    Ok((session, workspace))
+}
+
+/// Whether `s` is a plain (ASCII) Python identifier.
+fn is_identifier(s: &str) -> bool {
+    let mut chars = s.chars();
+    chars
+        .next()
+        .is_some_and(|c| c.is_ascii_alphabetic() || c == '_')
+        && chars.all(|c| c.is_ascii_alphanumeric() || c == '_')
 }
 
 /// `missing field `x`` → `x`.

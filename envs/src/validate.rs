@@ -18,7 +18,8 @@ use arbor_runtime::ExecOptions;
 use serde::Serialize;
 
 use crate::canary;
-use crate::task::{CandidateLabel, TaskSpec};
+use crate::prepared::PreparedTask;
+use crate::task::{Backend, CandidateLabel, TaskSpec};
 use crate::verifier::TaskEnv;
 
 /// One validation check.
@@ -132,7 +133,61 @@ pub fn structural_problems(spec: &TaskSpec) -> Vec<String> {
     {
         p.push("no `wrong` candidate with `replaces` (the mutated gold)".to_owned());
     }
+    if spec.backend == Backend::Wasm && spec.canaries.is_empty() {
+        p.push(
+            "no task-specific canary; a `wasm` task needs one (hard-code the visible example)"
+                .to_owned(),
+        );
+    }
     p
+}
+
+/// A prepared task validation can run: a native [`TaskEnv`] or a
+/// [`PreparedTask`] of either backend.
+pub trait Gradable {
+    /// The task.
+    fn spec(&self) -> &TaskSpec;
+    /// Run `actions` from the root and verify.
+    ///
+    /// # Errors
+    /// Runtime faults while running the actions.
+    fn run_and_verify(&self, actions: &[AgentAction]) -> Result<Verdict, EnvError>;
+    /// Problems of the prepared root state (a native workspace's git history).
+    ///
+    /// # Errors
+    /// Runtime faults.
+    fn root_problems(&self) -> Result<Vec<String>, EnvError>;
+}
+
+impl Gradable for TaskEnv {
+    fn spec(&self) -> &TaskSpec {
+        TaskEnv::spec(self)
+    }
+
+    fn run_and_verify(&self, actions: &[AgentAction]) -> Result<Verdict, EnvError> {
+        TaskEnv::run_and_verify(self, actions)
+    }
+
+    fn root_problems(&self) -> Result<Vec<String>, EnvError> {
+        git_problems(self)
+    }
+}
+
+impl Gradable for PreparedTask {
+    fn spec(&self) -> &TaskSpec {
+        PreparedTask::spec(self)
+    }
+
+    fn run_and_verify(&self, actions: &[AgentAction]) -> Result<Verdict, EnvError> {
+        PreparedTask::run_and_verify(self, actions)
+    }
+
+    fn root_problems(&self) -> Result<Vec<String>, EnvError> {
+        match self.native() {
+            Some(env) => git_problems(env),
+            None => Ok(Vec::new()),
+        }
+    }
 }
 
 /// Validate a prepared task, calling `progress` after each check.
@@ -140,12 +195,12 @@ pub fn structural_problems(spec: &TaskSpec) -> Vec<String> {
 /// # Errors
 /// Runtime faults outside verification (which are recorded as failed checks).
 pub fn validate(
-    env: &TaskEnv,
+    env: &dyn Gradable,
     progress: &mut dyn FnMut(&ValidationCheck),
 ) -> Result<ValidationReport, EnvError> {
     let spec = env.spec();
     let mut problems = structural_problems(spec);
-    problems.extend(git_problems(env)?);
+    problems.extend(env.root_problems()?);
     let mut checks = Vec::new();
     for (name, expected, actions) in plan(spec) {
         let t = Instant::now();

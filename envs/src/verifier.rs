@@ -28,7 +28,7 @@ use arbor_runtime::store::object::{EntryKind, ExitStatus};
 use arbor_runtime::{ExecOptions, Runtime, Sandbox, SandboxError, Snapshot};
 use serde::Deserialize;
 
-use crate::task::{CandidateLabel, Globs, TaskSpec};
+use crate::task::{Backend, CandidateLabel, Globs, TaskSpec};
 
 /// The trusted check runner, placed at `/verifier/.arbor/runner.py`.
 pub const RUNNER: &str = include_str!("runner.py");
@@ -127,6 +127,13 @@ impl TaskEnv {
             task: spec.id.clone(),
             message,
         };
+        if spec.backend != Backend::Native {
+            return Err(task_err(format!(
+                "it uses the {} backend, which TaskEnv (rollouts and training) does not drive; \
+                 use arbor_envs::prepare (`arbor task run`, `arbor task validate`)",
+                spec.backend
+            )));
+        }
         let key = content_key(&spec).map_err(&task_err)?;
         let store = runtime.store();
         let root_tag = format!("task.{}.{key}", spec.id);
@@ -231,62 +238,8 @@ impl TaskEnv {
         base: &MergedView,
         last: &MergedView,
     ) -> HardConstraints {
-        let mut violations = Vec::new();
-        let d = layer::diff(base, last);
-        let is_dir = |path: &str| {
-            matches!(
-                base.entries.get(path).map(|e| &e.kind),
-                Some(EntryKind::Dir { .. })
-            ) || matches!(
-                last.entries.get(path).map(|e| &e.kind),
-                Some(EntryKind::Dir { .. })
-            )
-        };
-        let changed: Vec<(&str, &String)> = d
-            .added
-            .iter()
-            .map(|p| ("added", p))
-            .chain(d.modified.iter().map(|p| ("modified", p)))
-            .chain(d.deleted.iter().map(|p| ("deleted", p)))
-            .collect();
         let spec = &self.spec;
-        let ok_file = |p: &str| spec.allow.matches(p) || spec.byproducts.matches(p);
-        for (how, path) in &changed {
-            let path = path.as_str();
-            if *how != "deleted" && (hooks().matches(path) || shadows_stdlib(path)) {
-                violations.push(Violation {
-                    kind: ViolationKind::GraderHook,
-                    detail: format!("{path} {how}"),
-                });
-                continue;
-            }
-            if ok_file(path) {
-                continue;
-            }
-            if is_dir(path) {
-                // A directory is judged by what changed inside it: fine when
-                // it was only modified in place (its children are judged on
-                // their own), or when an allowed change lies beneath it.
-                let prefix = format!("{path}/");
-                let covers = *how == "modified"
-                    || changed
-                        .iter()
-                        .any(|(_, p)| p.starts_with(&prefix) && ok_file(p))
-                    || spec.allow.patterns().iter().any(|g| g.starts_with(&prefix));
-                if covers {
-                    continue;
-                }
-            }
-            let kind = if spec.protected.matches(path) {
-                ViolationKind::ProtectedChanged
-            } else {
-                ViolationKind::OutsideAllowed
-            };
-            violations.push(Violation {
-                kind,
-                detail: format!("{path} {how}"),
-            });
-        }
+        let mut violations = path_violations(spec, base, last);
         let limits = spec.limits;
         if episode.steps.len() > limits.max_steps {
             violations.push(Violation {
@@ -600,6 +553,72 @@ impl Environment for TaskEnv {
     }
 }
 
+/// The hard-constraint violations of a workspace change from `base` to
+/// `last`: grader hooks and modules shadowing the standard library added or
+/// changed, paths outside `allow` (and the by-products) changed.
+pub(crate) fn path_violations(
+    spec: &TaskSpec,
+    base: &MergedView,
+    last: &MergedView,
+) -> Vec<Violation> {
+    let mut violations = Vec::new();
+    let d = layer::diff(base, last);
+    let is_dir = |path: &str| {
+        matches!(
+            base.entries.get(path).map(|e| &e.kind),
+            Some(EntryKind::Dir { .. })
+        ) || matches!(
+            last.entries.get(path).map(|e| &e.kind),
+            Some(EntryKind::Dir { .. })
+        )
+    };
+    let changed: Vec<(&str, &String)> = d
+        .added
+        .iter()
+        .map(|p| ("added", p))
+        .chain(d.modified.iter().map(|p| ("modified", p)))
+        .chain(d.deleted.iter().map(|p| ("deleted", p)))
+        .collect();
+    let ok_file = |p: &str| spec.allow.matches(p) || spec.byproducts.matches(p);
+    for (how, path) in &changed {
+        let path = path.as_str();
+        if *how != "deleted" && (hooks().matches(path) || shadows_stdlib(path)) {
+            violations.push(Violation {
+                kind: ViolationKind::GraderHook,
+                detail: format!("{path} {how}"),
+            });
+            continue;
+        }
+        if ok_file(path) {
+            continue;
+        }
+        if is_dir(path) {
+            // A directory is judged by what changed inside it: fine when
+            // it was only modified in place (its children are judged on
+            // their own), or when an allowed change lies beneath it.
+            let prefix = format!("{path}/");
+            let covers = *how == "modified"
+                || changed
+                    .iter()
+                    .any(|(_, p)| p.starts_with(&prefix) && ok_file(p))
+                || spec.allow.patterns().iter().any(|g| g.starts_with(&prefix));
+            if covers {
+                continue;
+            }
+        }
+        let kind = if spec.protected.matches(path) {
+            ViolationKind::ProtectedChanged
+        } else {
+            ViolationKind::OutsideAllowed
+        };
+        violations.push(Violation {
+            kind,
+            detail: format!("{path} {how}"),
+        });
+    }
+    violations
+}
+
 /// Re-evaluate a passing test's recorded assertions here, in the verifier
 /// process: the runner only serialises the values (canonical plain data), so
 /// a passing test stands only if every comparison it made holds here too,
@@ -841,7 +860,7 @@ fn make_root(runtime: &Runtime, spec: &TaskSpec, tag: &str) -> Result<Snapshot, 
     Ok(root)
 }
 
-fn runtime_err(e: arbor_runtime::store::StoreError) -> EnvError {
+pub(crate) fn runtime_err(e: arbor_runtime::store::StoreError) -> EnvError {
     EnvError::Sandbox(SandboxError::Store(e))
 }
 
@@ -860,7 +879,7 @@ fn content_key(spec: &TaskSpec) -> Result<String, String> {
     Ok(hex::encode(&h.finalize().as_bytes()[..6]))
 }
 
-fn hash_dir(h: &mut blake3::Hasher, root: &Path, dir: &Path) -> Result<(), String> {
+pub(crate) fn hash_dir(h: &mut blake3::Hasher, root: &Path, dir: &Path) -> Result<(), String> {
     let mut entries: Vec<_> = std::fs::read_dir(dir)
         .map_err(|e| format!("{}: {e}", dir.display()))?
         .filter_map(Result::ok)
@@ -926,11 +945,11 @@ fn agent_ms(steps: &[EpisodeStep]) -> u64 {
     steps.iter().map(|s| s.duration_us).sum::<u64>() / 1000
 }
 
-fn millis(t: Instant) -> u64 {
+pub(crate) fn millis(t: Instant) -> u64 {
     u64::try_from(t.elapsed().as_millis()).unwrap_or(u64::MAX)
 }
 
-fn nonce_bytes() -> [u8; 16] {
+pub(crate) fn nonce_bytes() -> [u8; 16] {
     let mut b = [0u8; 16];
     if std::fs::File::open("/dev/urandom")
         .and_then(|mut f| std::io::Read::read_exact(&mut f, &mut b))
@@ -949,7 +968,7 @@ fn shell_quote(s: &str) -> String {
     format!("'{}'", s.replace('\'', "'\\''"))
 }
 
-fn cap(mut s: String) -> String {
+pub(crate) fn cap(mut s: String) -> String {
     if s.len() > OBSERVATION_BYTES {
         let mut cut = OBSERVATION_BYTES;
         while !s.is_char_boundary(cut) {
@@ -962,7 +981,7 @@ fn cap(mut s: String) -> String {
     s
 }
 
-fn tail(s: &str, n: usize) -> String {
+pub(crate) fn tail(s: &str, n: usize) -> String {
     let s = s.trim();
     if s.len() <= n {
         return s.to_owned();
@@ -976,7 +995,7 @@ fn tail(s: &str, n: usize) -> String {
 
 /// Lines added plus lines removed between two texts (a multiset comparison,
 /// which is exact for pure insertions and deletions and close otherwise).
-fn line_changes(old: &[u8], new: &[u8]) -> usize {
+pub(crate) fn line_changes(old: &[u8], new: &[u8]) -> usize {
     fn count(b: &[u8]) -> BTreeMap<&[u8], isize> {
         let mut m: BTreeMap<&[u8], isize> = BTreeMap::new();
         for l in b.split(|c| *c == b'\n').filter(|l| !l.is_empty()) {

@@ -341,6 +341,9 @@ pub enum ViolationKind {
     TimeLimit,
     /// The checks saw the grading machinery modified at run time.
     Tampering,
+    /// An action of the agent's ended its interpreter session (a trap, the
+    /// memory limit, an exit: WebAssembly sessions).
+    AgentCrash,
 }
 
 /// One broken hard constraint.
@@ -530,6 +533,10 @@ pub enum EnvError {
     /// A sandbox operation failed in the runtime.
     #[error(transparent)]
     Sandbox(#[from] arbor_runtime::SandboxError),
+    /// The WebAssembly backend failed (a fault of the runtime, not of the
+    /// agent's code, which ends a session with an outcome instead).
+    #[error("wasm backend: {0}")]
+    Wasm(String),
     /// The task itself is broken (setup failed, checks missing, ...).
     #[error("task {task}: {message}")]
     Task {

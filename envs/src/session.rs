@@ -1,0 +1,731 @@
+//! [`SessionEnv`]: a prepared `backend = "wasm"` task (feature `wasm`) —
+//! a persistent Python session in the WebAssembly guest — and its layered
+//! verifier.
+//!
+//! Preparation boots the guest on the task's workspace (imported as
+//! workspace layers) and runs the setup steps, giving the task's root
+//! snapshot; it is made once per process and store (a fork of it costs
+//! microseconds). An episode runs the agent's actions in one session:
+//! `exec` is Python code run as one step, `write`/`delete` go through the
+//! host's file API. The verifier never touches the agent's session: each
+//! hidden check runs in its own fresh fork of the final snapshot (so one
+//! check's side effects cannot help another), with its own fuel, and the
+//! value it reads comes from the guest's native inspector
+//! ([`WasmSandbox::inspect`]); the comparison happens here, in Rust.
+
+use std::collections::HashMap;
+use std::path::PathBuf;
+use std::sync::{Mutex, OnceLock};
+use std::time::{Duration, Instant};
+
+use arbor_rollout::env::{
+    CheckResult, HardConstraints, ProcessDiagnostics, SoftQuality, TaskOutcome, Violation,
+    ViolationKind,
+};
+use arbor_rollout::{AgentAction, EnvError, Verdict};
+use arbor_runtime::Runtime;
+use arbor_runtime::layer::{self, MergedView};
+use arbor_runtime::store::Store;
+use arbor_runtime::store::object::EntryKind;
+use arbor_runtime::wasm::inspect::Inspected;
+use arbor_runtime::wasm::{
+    BootSpec, StepOutcome, WasmError, WasmLimits, WasmOptions, WasmRuntime, WasmSandbox,
+    WasmSnapshot,
+};
+use serde::Serialize;
+
+use crate::task::{
+    DEFAULT_STEP_FUEL, SessionCheck, SessionTarget, TaskSpec, WorkspaceCheck, WorkspaceExpect,
+};
+use crate::verifier::{cap, hash_dir, line_changes, millis, nonce_bytes, path_violations, tail};
+
+/// Version of the preparation; part of the root cache key.
+const PREPARE_VERSION: &str = "arbor-session-task-v1";
+
+/// Limits of the runtime every session task shares (a task's own fuel is
+/// set per sandbox).
+fn runtime_limits() -> WasmLimits {
+    WasmLimits {
+        fuel_per_step: DEFAULT_STEP_FUEL,
+        timeout: Duration::from_secs(30),
+        memory_bytes: 1 << 30,
+        output_bytes: 1 << 20,
+    }
+}
+
+fn wasm_err(e: WasmError) -> EnvError {
+    EnvError::Wasm(e.to_string())
+}
+
+/// The guest's bytes, read once per process.
+fn guest() -> Result<&'static [u8], EnvError> {
+    static GUEST: OnceLock<Result<(Vec<u8>, String), String>> = OnceLock::new();
+    GUEST
+        .get_or_init(|| {
+            arbor_runtime::wasm::python_guest()
+                .map(|b| {
+                    let h = blake3::hash(&b).to_hex().to_string();
+                    (b, h)
+                })
+                .map_err(|e| e.to_string())
+        })
+        .as_ref()
+        .map(|(b, _)| b.as_slice())
+        .map_err(|e| EnvError::Wasm(e.clone()))
+}
+
+fn guest_hash() -> String {
+    guest()
+        .ok()
+        .map(|b| blake3::hash(b).to_hex().to_string())
+        .unwrap_or_default()
+}
+
+/// One [`WasmRuntime`] per store, per process (the compiled guest and the
+/// memory images are shared by every task and episode).
+fn runtime_for(store: &Store) -> Result<WasmRuntime, EnvError> {
+    static RUNTIMES: OnceLock<Mutex<HashMap<PathBuf, WasmRuntime>>> = OnceLock::new();
+    let mut map = RUNTIMES
+        .get_or_init(Mutex::default)
+        .lock()
+        .unwrap_or_else(|p| p.into_inner());
+    if let Some(rt) = map.get(store.root()) {
+        return Ok(rt.clone());
+    }
+    let rt = WasmRuntime::open(
+        store.clone(),
+        WasmOptions {
+            limits: runtime_limits(),
+            ..WasmOptions::default()
+        },
+    )
+    .map_err(wasm_err)?;
+    map.insert(store.root().to_owned(), rt.clone());
+    Ok(rt)
+}
+
+/// Root snapshots made in this process: (store, task content key) → root.
+type RootCache = Mutex<HashMap<(PathBuf, String), WasmSnapshot>>;
+
+fn roots() -> &'static RootCache {
+    static ROOTS: OnceLock<RootCache> = OnceLock::new();
+    ROOTS.get_or_init(Mutex::default)
+}
+
+/// One agent action of a session episode.
+#[derive(Clone, Debug, Serialize)]
+pub struct SessionStep {
+    /// The action.
+    pub action: AgentAction,
+    /// How it ended (file actions: `ok`, or `exception` when refused).
+    pub outcome: StepOutcome,
+    /// Stdout then stderr (capped), or the file action's message.
+    pub output: String,
+    /// Wall-clock microseconds.
+    pub duration_us: u64,
+    /// Fuel used.
+    pub fuel: u64,
+}
+
+/// A finished session episode.
+#[derive(Clone, Debug)]
+pub struct SessionEpisode {
+    /// The task.
+    pub task: String,
+    /// The snapshot it started from.
+    pub root: WasmSnapshot,
+    /// What happened.
+    pub steps: Vec<SessionStep>,
+    /// The final snapshot.
+    pub last: WasmSnapshot,
+}
+
+/// A `wasm` task ready to run.
+#[derive(Debug)]
+pub struct SessionEnv {
+    spec: TaskSpec,
+    runtime: WasmRuntime,
+    root: WasmSnapshot,
+}
+
+impl SessionEnv {
+    /// Prepare `spec` (a `backend = "wasm"` task) in `runtime`'s store:
+    /// import its workspace, boot the guest on it and run the setup steps
+    /// (once per process and store).
+    ///
+    /// # Errors
+    /// The guest is not built, a setup step fails, runtime faults.
+    pub fn prepare(runtime: &Runtime, spec: TaskSpec) -> Result<Self, EnvError> {
+        let task_err = |message: String| EnvError::Task {
+            task: spec.id.clone(),
+            message,
+        };
+        let store = runtime.store();
+        let wrt = runtime_for(store)?;
+        let key = content_key(&spec).map_err(&task_err)?;
+        let cache_key = (store.root().to_owned(), key);
+        let cached = roots()
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .get(&cache_key)
+            .cloned();
+        let root = match cached {
+            Some(r) => r,
+            None => {
+                let r = make_root(runtime, &wrt, &spec)?;
+                roots()
+                    .lock()
+                    .unwrap_or_else(|p| p.into_inner())
+                    .insert(cache_key, r.clone());
+                r
+            }
+        };
+        Ok(Self {
+            spec,
+            runtime: wrt,
+            root,
+        })
+    }
+
+    /// The task.
+    pub fn spec(&self) -> &TaskSpec {
+        &self.spec
+    }
+
+    /// The root snapshot every episode starts from.
+    pub fn root(&self) -> &WasmSnapshot {
+        &self.root
+    }
+
+    /// The WebAssembly runtime.
+    pub fn runtime(&self) -> &WasmRuntime {
+        &self.runtime
+    }
+
+    /// Open a sandbox on `snapshot` with the task's per-step fuel.
+    fn open_agent(&self, snapshot: &WasmSnapshot) -> Result<WasmSandbox, EnvError> {
+        let mut sb = snapshot.open().map_err(wasm_err)?;
+        let mut limits = sb.step_limits();
+        limits.fuel_per_step = self.spec.step_fuel;
+        limits.timeout = Duration::from_millis(self.spec.limits.step_timeout_ms.max(1000));
+        sb.set_step_limits(limits);
+        Ok(sb)
+    }
+
+    /// Run one agent action in `sb`.
+    ///
+    /// # Errors
+    /// Runtime faults only (what the agent's code does is an outcome).
+    pub fn step(
+        &self,
+        sb: &mut WasmSandbox,
+        action: &AgentAction,
+    ) -> Result<SessionStep, EnvError> {
+        let t = Instant::now();
+        let file = |r: Result<(), WasmError>, done: String| match r {
+            Ok(()) => Ok((StepOutcome::Ok, done)),
+            Err(WasmError::InvalidInput(m) | WasmError::Workspace(m)) => {
+                Ok((StepOutcome::Exception, m))
+            }
+            Err(e) => Err(wasm_err(e)),
+        };
+        let (outcome, output, fuel) = match action {
+            AgentAction::Exec { command, .. } => {
+                let r = sb.step(command).map_err(wasm_err)?;
+                let mut out = r.stdout_text();
+                out.push_str(&r.stderr_text());
+                (r.outcome, cap(out), r.fuel)
+            }
+            AgentAction::Write { path, content, .. } => {
+                let (o, m) = file(
+                    sb.write_file(path, content.as_bytes()),
+                    format!("wrote {} bytes to {path}", content.len()),
+                )?;
+                (o, m, 0)
+            }
+            AgentAction::Delete { path } => {
+                let (o, m) = file(sb.delete_file(path), format!("deleted {path}"))?;
+                (o, m, 0)
+            }
+            AgentAction::Submit => (StepOutcome::Ok, "submitted".to_owned(), 0),
+        };
+        Ok(SessionStep {
+            action: action.clone(),
+            outcome,
+            output,
+            duration_us: u64::try_from(t.elapsed().as_micros()).unwrap_or(u64::MAX),
+            fuel,
+        })
+    }
+
+    /// Run `actions` from the root snapshot in one session and snapshot
+    /// the end state. Every action is run, even past the step limit (the
+    /// verifier reports that).
+    ///
+    /// # Errors
+    /// Runtime faults only.
+    pub fn run(&self, actions: &[AgentAction]) -> Result<SessionEpisode, EnvError> {
+        let mut sb = self.open_agent(&self.root)?;
+        let mut steps = Vec::with_capacity(actions.len());
+        for a in actions {
+            steps.push(self.step(&mut sb, a)?);
+        }
+        let last = sb.snapshot().map_err(wasm_err)?;
+        Ok(SessionEpisode {
+            task: self.spec.id.clone(),
+            root: self.root.clone(),
+            steps,
+            last,
+        })
+    }
+
+    /// Run `actions` and verify the result.
+    ///
+    /// # Errors
+    /// Runtime faults while running the actions (verification faults are verdicts).
+    pub fn run_and_verify(&self, actions: &[AgentAction]) -> Result<Verdict, EnvError> {
+        let episode = self.run(actions)?;
+        Ok(self.verify(&episode))
+    }
+
+    /// The layered verdict of `episode`. Runtime faults become a fault
+    /// verdict (no reward), never a 0.
+    pub fn verify(&self, episode: &SessionEpisode) -> Verdict {
+        let mut process = ProcessDiagnostics {
+            steps: episode.steps.len(),
+            commands: episode.steps.iter().filter(|s| s.action.is_exec()).count(),
+            failed: episode
+                .steps
+                .iter()
+                .filter(|s| s.outcome != StepOutcome::Ok)
+                .count(),
+            agent_ms: agent_ms(&episode.steps),
+            ..ProcessDiagnostics::default()
+        };
+        match self.verify_inner(episode, &mut process) {
+            Ok(v) => v,
+            Err(e) => Verdict::fault(e.to_string(), process),
+        }
+    }
+
+    fn verify_inner(
+        &self,
+        episode: &SessionEpisode,
+        process: &mut ProcessDiagnostics,
+    ) -> Result<Verdict, EnvError> {
+        let t0 = Instant::now();
+        let store = self.runtime.store();
+        let base = layer::merge_layers(store, &episode.root.manifest().layers)
+            .map_err(|e| EnvError::Wasm(e.to_string()))?;
+        let last = layer::merge_layers(store, &episode.last.manifest().layers)
+            .map_err(|e| EnvError::Wasm(e.to_string()))?;
+        let hard = self.hard_constraints(episode, &base, &last);
+        process.verify_setup_ms = millis(t0);
+        let t1 = Instant::now();
+        let mut task = TaskOutcome {
+            checks_total: self.spec.session_checks.len() + self.spec.workspace_checks.len(),
+            ..TaskOutcome::default()
+        };
+        for c in &self.spec.session_checks {
+            let (passed, detail) = match self.session_check(&episode.last, c)? {
+                Ok(()) => (true, String::new()),
+                Err(why) => (false, why),
+            };
+            task.checks_passed += usize::from(passed);
+            task.checks.push(CheckResult {
+                id: c.id.clone(),
+                passed,
+                detail,
+            });
+        }
+        let unchanged = episode.root.manifest().layers == episode.last.manifest().layers;
+        let quality = if self.spec.workspace_checks.is_empty() && unchanged {
+            self.quality(episode, None, &base, &last)?
+        } else {
+            let sb = episode.last.open().map_err(wasm_err)?;
+            for c in &self.spec.workspace_checks {
+                let (passed, detail) = match workspace_check(&sb, c) {
+                    Ok(()) => (true, String::new()),
+                    Err(why) => (false, why),
+                };
+                task.checks_passed += usize::from(passed);
+                task.checks.push(CheckResult {
+                    id: c.id.clone(),
+                    passed,
+                    detail,
+                });
+            }
+            self.quality(episode, Some(&sb), &base, &last)?
+        };
+        process.verify_checks_ms = millis(t1);
+        Ok(Verdict::graded(hard, task, quality, process.clone()))
+    }
+
+    fn hard_constraints(
+        &self,
+        episode: &SessionEpisode,
+        base: &MergedView,
+        last: &MergedView,
+    ) -> HardConstraints {
+        let spec = &self.spec;
+        let mut violations = path_violations(spec, base, last);
+        let limits = spec.limits;
+        if episode.steps.len() > limits.max_steps {
+            violations.push(Violation {
+                kind: ViolationKind::StepLimit,
+                detail: format!(
+                    "{} actions, the task allows {}",
+                    episode.steps.len(),
+                    limits.max_steps
+                ),
+            });
+        }
+        for (i, s) in episode.steps.iter().enumerate() {
+            let short = one_line(&s.action.text(), 60);
+            let kind = match &s.outcome {
+                StepOutcome::OutOfFuel | StepOutcome::Timeout => Some(ViolationKind::AgentTimeout),
+                StepOutcome::Trap { .. }
+                | StepOutcome::MemoryLimit
+                | StepOutcome::Exited { .. } => Some(ViolationKind::AgentCrash),
+                _ if s.duration_us / 1000 > limits.step_timeout_ms => {
+                    Some(ViolationKind::AgentTimeout)
+                }
+                _ => None,
+            };
+            if let Some(kind) = kind {
+                violations.push(Violation {
+                    kind,
+                    detail: format!("step {i} ({short}) ended the session: {:?}", s.outcome),
+                });
+            }
+        }
+        let agent_ms = agent_ms(&episode.steps);
+        if agent_ms > limits.total_time_ms {
+            violations.push(Violation {
+                kind: ViolationKind::TimeLimit,
+                detail: format!(
+                    "actions took {agent_ms} ms, the task allows {}",
+                    limits.total_time_ms
+                ),
+            });
+        }
+        HardConstraints { violations }
+    }
+
+    /// Run one session check in a fresh fork of `last`. `Ok(Err(why))`: the
+    /// check failed; `Err`: a runtime fault.
+    fn session_check(
+        &self,
+        last: &WasmSnapshot,
+        check: &SessionCheck,
+    ) -> Result<Result<(), String>, EnvError> {
+        if let Some(ended) = &last.manifest().ended {
+            return Ok(Err(format!("the session had ended ({ended:?})")));
+        }
+        let mut sb = last.open().map_err(wasm_err)?;
+        let mut limits = sb.step_limits();
+        limits.fuel_per_step = self.spec.check_fuel;
+        limits.timeout = Duration::from_millis(self.spec.checks_timeout_ms);
+        sb.set_step_limits(limits);
+        let name = match &check.target {
+            SessionTarget::Name(n) => n.clone(),
+            SessionTarget::Expr(_) => format!("_arbor_check_{}", hex::encode(nonce_bytes())),
+        };
+        let mut code = check.run.clone().unwrap_or_default();
+        if let SessionTarget::Expr(e) = &check.target {
+            code.push_str(&format!("\n{name} = (\n{e}\n)\n"));
+        }
+        if !code.trim().is_empty() {
+            let r = sb.step(&code).map_err(wasm_err)?;
+            if r.outcome != StepOutcome::Ok {
+                return Ok(Err(format!(
+                    "the check's code did not complete ({:?}): {}",
+                    r.outcome,
+                    tail(&r.stderr_text(), 300)
+                )));
+            }
+        }
+        Ok(match sb.inspect(&name).map_err(wasm_err)? {
+            Inspected::Value(v) => compare(&v, &check.expect, check.tolerance, "value"),
+            Inspected::Refused(why) => Err(format!("not plain data: {}", tail(&why, 300))),
+            Inspected::Undefined => Err(format!("{name} is not defined")),
+            Inspected::Failed(o) => Err(format!("the inspector did not complete ({o:?})")),
+        })
+    }
+
+    fn quality(
+        &self,
+        episode: &SessionEpisode,
+        sb: Option<&WasmSandbox>,
+        base: &MergedView,
+        last: &MergedView,
+    ) -> Result<SoftQuality, EnvError> {
+        let d = layer::diff(base, last);
+        // Code size: the lines of Python the agent ran, plus the lines its
+        // file changes touched.
+        let mut changed_lines: usize = episode
+            .steps
+            .iter()
+            .filter_map(|s| match &s.action {
+                AgentAction::Exec { command, .. } => Some(
+                    command
+                        .lines()
+                        .filter(|l| !l.trim().is_empty() && !l.trim().starts_with('#'))
+                        .count(),
+                ),
+                _ => None,
+            })
+            .sum();
+        if let Some(sb) = sb {
+            for path in d.added.iter().chain(&d.modified) {
+                let Some(EntryKind::File { size, .. }) = last.entries.get(path).map(|e| &e.kind)
+                else {
+                    continue;
+                };
+                if *size > 256 << 10 {
+                    continue;
+                }
+                let new = sb.read_file(path).unwrap_or_default();
+                let old = if d.modified.contains(path) {
+                    std::fs::read(self.spec.workspace.join(path)).unwrap_or_default()
+                } else {
+                    Vec::new()
+                };
+                changed_lines += line_changes(&old, &new);
+            }
+        }
+        Ok(SoftQuality {
+            added: d.added.len(),
+            modified: d.modified.len(),
+            deleted: d.deleted.len(),
+            changed_lines,
+            lint_errors: Vec::new(),
+        })
+    }
+}
+
+/// Check one workspace file, read on the host through the sandbox's
+/// capability handle.
+fn workspace_check(sb: &WasmSandbox, check: &WorkspaceCheck) -> Result<(), String> {
+    let bytes = sb
+        .read_file(&check.path)
+        .map_err(|e| format!("{}: {e}", check.path))?;
+    match &check.expect {
+        WorkspaceExpect::Text(t) => {
+            if bytes == t.as_bytes() {
+                Ok(())
+            } else {
+                Err(format!(
+                    "{} holds {} bytes that differ from the expected {}",
+                    check.path,
+                    bytes.len(),
+                    t.len()
+                ))
+            }
+        }
+        WorkspaceExpect::Json(expect) => {
+            let v: serde_json::Value = serde_json::from_slice(&bytes)
+                .map_err(|e| format!("{} is not JSON: {e}", check.path))?;
+            compare(&v, expect, None, &check.path)
+        }
+    }
+}
+
+/// Compare canonical JSON `got` with `want`: same shape, objects by key,
+/// `{"set": [...]}` as multisets, integers and floats never equal to each
+/// other, floats within `tolerance` (exact without one).
+pub fn compare(
+    got: &serde_json::Value,
+    want: &serde_json::Value,
+    tolerance: Option<f64>,
+    at: &str,
+) -> Result<(), String> {
+    use serde_json::Value;
+    let differ = || {
+        Err(format!(
+            "{at}: got {}, expected {}",
+            short_json(got),
+            short_json(want)
+        ))
+    };
+    match (got, want) {
+        (Value::Null, Value::Null) => Ok(()),
+        (Value::Bool(a), Value::Bool(b)) if a == b => Ok(()),
+        (Value::String(a), Value::String(b)) if a == b => Ok(()),
+        (Value::Number(a), Value::Number(b)) => {
+            if a.is_f64() != b.is_f64() {
+                return Err(format!(
+                    "{at}: got {a}, expected {b} (an int and a float differ)"
+                ));
+            }
+            let equal = if a.is_f64() {
+                let (x, y) = (
+                    a.as_f64().unwrap_or(f64::NAN),
+                    b.as_f64().unwrap_or(f64::NAN),
+                );
+                x == y || tolerance.is_some_and(|t| (x - y).abs() <= t)
+            } else {
+                a.as_i64().is_some() && a.as_i64() == b.as_i64()
+                    || a.as_u64().is_some() && a.as_u64() == b.as_u64()
+            };
+            if equal { Ok(()) } else { differ() }
+        }
+        (Value::Array(a), Value::Array(b)) => {
+            if a.len() != b.len() {
+                return Err(format!(
+                    "{at}: got {} items, expected {} (got {})",
+                    a.len(),
+                    b.len(),
+                    short_json(got)
+                ));
+            }
+            for (i, (x, y)) in a.iter().zip(b).enumerate() {
+                compare(x, y, tolerance, &format!("{at}[{i}]"))?;
+            }
+            Ok(())
+        }
+        (Value::Object(a), Value::Object(b)) => {
+            if let (Some(Value::Array(xs)), Some(Value::Array(ys)), 1, 1) =
+                (a.get("set"), b.get("set"), a.len(), b.len())
+            {
+                if xs.len() != ys.len() {
+                    return differ();
+                }
+                let mut used = vec![false; xs.len()];
+                for y in ys {
+                    let hit = xs
+                        .iter()
+                        .enumerate()
+                        .position(|(i, x)| !used[i] && compare(x, y, tolerance, at).is_ok());
+                    match hit {
+                        Some(i) => used[i] = true,
+                        None => return differ(),
+                    }
+                }
+                return Ok(());
+            }
+            if a.len() != b.len() || a.keys().any(|k| !b.contains_key(k)) {
+                return Err(format!(
+                    "{at}: got keys {:?}, expected {:?}",
+                    a.keys().take(20).collect::<Vec<_>>(),
+                    b.keys().take(20).collect::<Vec<_>>()
+                ));
+            }
+            for (k, y) in b {
+                compare(&a[k], y, tolerance, &format!("{at}.{k}"))?;
+            }
+            Ok(())
+        }
+        _ => differ(),
+    }
+}
+
+/// A step outcome in words (`ok`, `exception`, `out of fuel`, ...).
+pub fn describe_outcome(o: &StepOutcome) -> String {
+    match o {
+        StepOutcome::Ok => "ok".to_owned(),
+        StepOutcome::Exception => "exception".to_owned(),
+        StepOutcome::Status { status } => format!("status {status}"),
+        StepOutcome::Exited { code } => format!("exited with {code}"),
+        StepOutcome::Trap { message } => format!("trap: {}", one_line(message, 120)),
+        StepOutcome::OutOfFuel => "out of fuel".to_owned(),
+        StepOutcome::Timeout => "timed out".to_owned(),
+        StepOutcome::MemoryLimit => "memory limit".to_owned(),
+        StepOutcome::Ended => "session had ended".to_owned(),
+    }
+}
+
+fn short_json(v: &serde_json::Value) -> String {
+    one_line(&v.to_string(), 160)
+}
+
+fn one_line(s: &str, n: usize) -> String {
+    let first = s.lines().next().unwrap_or_default();
+    let mut out: String = first.chars().take(n).collect();
+    if out.len() < s.len() {
+        out.push('…');
+    }
+    out
+}
+
+fn agent_ms(steps: &[SessionStep]) -> u64 {
+    steps.iter().map(|s| s.duration_us).sum::<u64>() / 1000
+}
+
+/// A hash of what the root depends on: `task.toml`, the workspace, the guest.
+fn content_key(spec: &TaskSpec) -> Result<String, String> {
+    let mut h = blake3::Hasher::new();
+    h.update(PREPARE_VERSION.as_bytes());
+    h.update(guest_hash().as_bytes());
+    let toml = std::fs::read(spec.dir.join("task.toml")).map_err(|e| format!("task.toml: {e}"))?;
+    h.update(&toml);
+    if spec.workspace.is_dir() {
+        h.update(b"workspace");
+        hash_dir(&mut h, &spec.workspace, &spec.workspace)?;
+    }
+    Ok(hex::encode(&h.finalize().as_bytes()[..8]))
+}
+
+/// Boot the guest on the task's workspace and run its setup steps.
+fn make_root(
+    runtime: &Runtime,
+    wrt: &WasmRuntime,
+    spec: &TaskSpec,
+) -> Result<WasmSnapshot, EnvError> {
+    let mut boot = BootSpec::python();
+    if spec.workspace.is_dir() {
+        let imported = runtime.import(&spec.workspace, None)?;
+        boot.workspace_layers = imported.manifest().layers.clone();
+    }
+    let booted = wrt.import(guest()?, &boot).map_err(wasm_err)?;
+    if spec.setup.is_empty() {
+        return Ok(booted);
+    }
+    let mut sb = booted.open().map_err(wasm_err)?;
+    for (i, code) in spec.setup.iter().enumerate() {
+        let r = sb.step(code).map_err(wasm_err)?;
+        if r.outcome != StepOutcome::Ok {
+            return Err(EnvError::Task {
+                task: spec.id.clone(),
+                message: format!(
+                    "setup[{i}] failed ({:?}): {}",
+                    r.outcome,
+                    tail(&r.stderr_text(), 600)
+                ),
+            });
+        }
+    }
+    sb.snapshot().map_err(wasm_err)
+}
+
+/// Drop this process's cached roots (tests that measure preparation).
+pub fn clear_root_cache() {
+    roots().lock().unwrap_or_else(|p| p.into_inner()).clear();
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn comparison_is_typed_and_sets_are_unordered() {
+        let ok = |a: serde_json::Value, b: serde_json::Value| compare(&a, &b, None, "v").is_ok();
+        assert!(ok(json!([1, "a", null]), json!([1, "a", null])));
+        assert!(!ok(json!(1), json!(1.0)), "int and float differ");
+        assert!(ok(json!(2.5), json!(2.5)));
+        assert!(compare(&json!(0.30000000000000004), &json!(0.3), Some(1e-9), "v").is_ok());
+        assert!(!ok(json!(0.30000000000000004), json!(0.3)));
+        assert!(ok(json!({"set": [1, 2, 3]}), json!({"set": [3, 1, 2]})));
+        assert!(!ok(json!({"set": [1, 2]}), json!({"set": [1, 1]})));
+        assert!(ok(
+            json!({"b": 1, "a": [true]}),
+            json!({"a": [true], "b": 1})
+        ));
+        assert!(!ok(json!({"a": 1}), json!({"a": 1, "b": 2})));
+        assert!(!ok(json!({"tuple": [1]}), json!([1])));
+        assert!(!ok(json!(true), json!(1)));
+        let e = compare(&json!([1, [2, 3]]), &json!([1, [2, 4]]), None, "v").unwrap_err();
+        assert!(e.contains("v[1][1]"), "{e}");
+    }
+}
