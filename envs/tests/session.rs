@@ -1,0 +1,193 @@
+//! The `backend = "wasm"` task family (feature `wasm`): every bundled session
+//! task's gold scores 1, forged objects and endless steps score 0 without
+//! hurting the runtime, and the hidden checks never reach the agent's
+//! session. Needs the Python guest (`.ci/build-guests`, or
+//! `ARBOR_PYTHON_GUEST`); the bundled suite is `$ARBOR_TASKS` or
+//! `envs/tasks`.
+
+use std::sync::OnceLock;
+
+use arbor_envs::rollout::AgentAction;
+use arbor_envs::rollout::env::ViolationKind;
+use arbor_envs::session::SessionEnv;
+use arbor_envs::suite::{self, Suite};
+use arbor_envs::task::Backend;
+use arbor_runtime::Runtime;
+
+/// One store and runtime for the whole test binary (the guest is booted
+/// once per task and process).
+fn runtime() -> &'static Runtime {
+    static RT: OnceLock<(tempfile::TempDir, Runtime)> = OnceLock::new();
+    &RT.get_or_init(|| {
+        let dir = tempfile::Builder::new()
+            .prefix("arbor-session-test-")
+            .tempdir()
+            .unwrap();
+        let rt = Runtime::open_at(dir.path().join("home")).unwrap();
+        (dir, rt)
+    })
+    .1
+}
+
+fn suite() -> &'static Suite {
+    static SUITE: OnceLock<Suite> = OnceLock::new();
+    SUITE.get_or_init(|| Suite::load(&suite::bundled_dir()).expect("the bundled suite loads"))
+}
+
+fn env(id: &str) -> SessionEnv {
+    let spec = suite().get(id).unwrap_or_else(|| panic!("no task {id}"));
+    SessionEnv::prepare(runtime(), spec.clone()).unwrap()
+}
+
+fn exec(code: &str) -> AgentAction {
+    AgentAction::exec(code)
+}
+
+#[test]
+fn every_session_task_scores_one_for_gold_and_zero_for_nothing() {
+    let ids: Vec<&String> = suite()
+        .tasks
+        .values()
+        .filter(|t| t.backend == Backend::Wasm)
+        .map(|t| &t.id)
+        .collect();
+    assert!(ids.len() >= 8, "{} session tasks", ids.len());
+    assert_eq!(
+        suite().split("code-interpreter").unwrap().len(),
+        ids.len(),
+        "the code-interpreter split holds exactly the session tasks"
+    );
+    for id in ids {
+        let env = env(id);
+        let gold = env.run_and_verify(&env.spec().gold).unwrap();
+        assert_eq!(gold.reward, Some(1.0), "{id}: gold: {}", gold.summary());
+        let noop = env.run_and_verify(&[]).unwrap();
+        assert_eq!(noop.reward, Some(0.0), "{id}: no-op: {}", noop.summary());
+    }
+}
+
+#[test]
+fn a_forged_eq_subclass_scores_zero() {
+    let env = env("session-topk-1");
+    let mut actions = env.spec().gold.clone();
+    actions.push(exec(
+        "class Yes(list):\n    def __eq__(self, other):\n        return True\n    def __repr__(self):\n        return \"['bob', 'dee', 'cy']\"\n\
+         leaders = Yes(['bob', 'dee', 'cy'])\n\
+         def top_k(xs, k):\n    return Yes()\n",
+    ));
+    let v = env.run_and_verify(&actions).unwrap();
+    assert_eq!(v.reward, Some(0.0), "{}", v.summary());
+    assert!(v.hard.violations.is_empty(), "{:?}", v.hard.violations);
+    let leaders = v.task.checks.iter().find(|c| c.id == "leaders").unwrap();
+    assert!(!leaders.passed);
+    assert!(
+        leaders.detail.contains("not plain data") && leaders.detail.contains("Yes"),
+        "{}",
+        leaders.detail
+    );
+}
+
+#[test]
+fn an_endless_step_is_stopped_scores_zero_and_the_runtime_goes_on() {
+    let env = env("session-intervals-1");
+    let mut actions = env.spec().gold.clone();
+    actions.push(exec("while True:\n    pass\n"));
+    let t = std::time::Instant::now();
+    let v = env.run_and_verify(&actions).unwrap();
+    assert!(
+        t.elapsed().as_secs() < 20,
+        "stopped by fuel: {:?}",
+        t.elapsed()
+    );
+    assert_eq!(v.reward, Some(0.0), "{}", v.summary());
+    assert!(
+        v.hard
+            .violations
+            .iter()
+            .any(|x| x.kind == ViolationKind::AgentTimeout),
+        "{:?}",
+        v.hard.violations
+    );
+    // A function that loops only when the checks call it: the check's own
+    // fuel runs out, that check fails, nothing else is affected.
+    let mut actions = env.spec().gold.clone();
+    actions.push(exec(
+        "_merge = merge\ndef merge(intervals):\n    if list(map(list, intervals)) == [[5, 6], [1, 3], [2, 4]]:\n        return _merge(intervals)\n    while True:\n        pass\n",
+    ));
+    let v = env.run_and_verify(&actions).unwrap();
+    assert_eq!(v.reward, Some(0.0), "{}", v.summary());
+    assert!(v.hard.violations.is_empty(), "{:?}", v.hard.violations);
+    assert!(
+        v.task
+            .checks
+            .iter()
+            .any(|c| !c.passed && c.detail.contains("OutOfFuel")),
+        "{:?}",
+        v.task.checks
+    );
+    // The next episode on the same runtime is fine.
+    let again = env.run_and_verify(&env.spec().gold).unwrap();
+    assert_eq!(again.reward, Some(1.0), "{}", again.summary());
+}
+
+#[test]
+fn hidden_checks_never_reach_the_agents_session() {
+    let env = env("session-trie-1");
+    let episode = env.run(&env.spec().gold).unwrap();
+    let v = env.verify(&episode);
+    assert_eq!(v.reward, Some(1.0), "{}", v.summary());
+    // The checks ran in forks; the final snapshot is what the agent left.
+    let image = episode.last.image().unwrap();
+    let memory = arbor_runtime::wasm::memory::read_image(&image).unwrap();
+    let has = |needle: &[u8]| memory.windows(needle.len()).any(|w| w == needle);
+    assert!(
+        has(b"starts_with"),
+        "control: the agent's own code is there"
+    );
+    for hidden in [&b"planet"[..], b"_arbor_check_", b"mood"] {
+        assert!(
+            !has(hidden),
+            "{} found in the agent's memory",
+            String::from_utf8_lossy(hidden)
+        );
+    }
+    // A session continued from the final snapshot sees none of it either.
+    let mut sb = episode.last.open().unwrap();
+    let r = sb
+        .step("print(sorted(k for k in globals() if not k.startswith('__')))")
+        .unwrap();
+    let names = r.stdout_text();
+    assert!(names.contains("index"), "{names}");
+    assert!(!names.contains("_arbor"), "{names}");
+    assert!(!names.contains("'t'"), "a check's variable leaked: {names}");
+    // Episodes never record the verifier's code.
+    for a in &episode.last.manifest().actions {
+        let text = format!("{a:?}");
+        assert!(!text.contains("planet"), "{text}");
+    }
+}
+
+#[test]
+fn fake_result_files_and_exits_score_zero() {
+    let env = env("session-records-1");
+    let mut actions = env.spec().gold.clone();
+    actions.push(AgentAction::write("results.json", "{\"passed\": true}\n"));
+    let v = env.run_and_verify(&actions).unwrap();
+    assert_eq!(v.reward, Some(0.0), "{}", v.summary());
+    assert!(
+        v.hard
+            .violations
+            .iter()
+            .any(|x| x.kind == ViolationKind::GraderHook)
+    );
+    let mut actions = env.spec().gold.clone();
+    actions.push(exec("import os\nos._exit(0)\n"));
+    let v = env.run_and_verify(&actions).unwrap();
+    assert_eq!(v.reward, Some(0.0), "{}", v.summary());
+    assert!(
+        v.hard
+            .violations
+            .iter()
+            .any(|x| x.kind == ViolationKind::AgentCrash)
+    );
+}
