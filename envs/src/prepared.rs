@@ -19,10 +19,10 @@ pub const WITHOUT_WASM: &str = "this arbor was built without the wasm feature, s
 #[derive(Debug)]
 pub enum PreparedTask {
     /// `backend = "native"`.
-    Native(TaskEnv),
+    Native(Box<TaskEnv>),
     /// `backend = "wasm"`.
     #[cfg(feature = "wasm")]
-    Session(crate::session::SessionEnv),
+    Session(Box<crate::session::SessionEnv>),
 }
 
 /// One action of [`PreparedTask::run_report`], for display.
@@ -45,11 +45,12 @@ pub struct StepReport {
 /// [`WITHOUT_WASM`].
 pub fn prepare(runtime: &Runtime, spec: TaskSpec) -> Result<PreparedTask, EnvError> {
     match spec.backend {
-        Backend::Native => TaskEnv::prepare(runtime, spec).map(PreparedTask::Native),
-        #[cfg(feature = "wasm")]
-        Backend::Wasm => {
-            crate::session::SessionEnv::prepare(runtime, spec).map(PreparedTask::Session)
+        Backend::Native => {
+            TaskEnv::prepare(runtime, spec).map(|e| PreparedTask::Native(Box::new(e)))
         }
+        #[cfg(feature = "wasm")]
+        Backend::Wasm => crate::session::SessionEnv::prepare(runtime, spec)
+            .map(|e| PreparedTask::Session(Box::new(e))),
         #[cfg(not(feature = "wasm"))]
         Backend::Wasm => Err(EnvError::Task {
             task: spec.id,
