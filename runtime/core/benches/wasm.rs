@@ -12,7 +12,14 @@
 //! so N MiB of guest memory is touched), on the snapshot S taken right after
 //! allocating them:
 //! - `wasm_fork_step/N`: `S.open()` + `step("1")`, timed until the step
-//!   returns (the sandbox is dropped untimed);
+//!   returns (the sandbox is dropped untimed; its memory is reset and
+//!   reused by the next fork, as in a rollout that forks one branch point
+//!   again and again);
+//! - `wasm_fork_step_cold/N`: the same with that reuse turned off, so
+//!   every fork maps the image afresh and its first step takes the
+//!   copy-on-write faults;
+//! - `wasm_fork_drop/N`: dropping a fork after its first step (where the
+//!   reuse is paid: the pages it wrote are copied back from the image);
 //! - `wasm_fork/N`: `S.open()` alone;
 //! - `wasm_step/N`: `step("x = 1")` on a live fork;
 //! - `wasm_snapshot/N`: `snapshot()` after one small step (pages dirtied
@@ -291,6 +298,39 @@ fn bench_wasm(c: &mut Criterion) {
                     ok(&mut sb, "1");
                     total += t.elapsed();
                     drop(sb);
+                }
+                total
+            })
+        });
+        // The same with every fork mapping the image afresh: no memory of
+        // a dropped fork is reused, so the first step takes its
+        // copy-on-write faults.
+        g.bench_with_input(BenchmarkId::new("wasm_fork_step_cold", mib), &f, |b, f| {
+            arbor_runtime::wasm::memory::set_recycling(false);
+            b.iter_custom(|iters| {
+                let mut total = Duration::ZERO;
+                for _ in 0..iters {
+                    let t = Instant::now();
+                    let mut sb = f.snap.open().expect("fork");
+                    ok(&mut sb, "1");
+                    total += t.elapsed();
+                    drop(sb);
+                }
+                total
+            });
+            arbor_runtime::wasm::memory::set_recycling(true);
+        });
+        // Where the reuse is paid: dropping a fork after its first step
+        // (its written pages are copied back from the image).
+        g.bench_with_input(BenchmarkId::new("wasm_fork_drop", mib), &f, |b, f| {
+            b.iter_custom(|iters| {
+                let mut total = Duration::ZERO;
+                for _ in 0..iters {
+                    let mut sb = f.snap.open().expect("fork");
+                    ok(&mut sb, "1");
+                    let t = Instant::now();
+                    drop(sb);
+                    total += t.elapsed();
                 }
                 total
             })

@@ -69,6 +69,27 @@ fn export_kind(k: ExternalKind) -> wasm_encoder::ExportKind {
     }
 }
 
+/// Refuse a function that changes a table at run time: tables are not part
+/// of a snapshot, so a fork or restore would silently see the initial table.
+fn refuse_table_writes(body: &wasmparser::FunctionBody<'_>, func: u32) -> Result<()> {
+    let mut ops = body.get_operators_reader().map_err(parse_err)?;
+    while !ops.eof() {
+        let what = match ops.read().map_err(parse_err)? {
+            Operator::TableSet { .. } => "table.set",
+            Operator::TableGrow { .. } => "table.grow",
+            Operator::TableFill { .. } => "table.fill",
+            Operator::TableCopy { .. } => "table.copy",
+            Operator::TableInit { .. } => "table.init",
+            _ => continue,
+        };
+        return Err(bad(format!(
+            "function {func} uses {what}: tables are not snapshotted, so guests that change \
+             a table at run time are not supported"
+        )));
+    }
+    Ok(())
+}
+
 /// Rewrite `wasm` (see the module docs).
 pub fn rewrite(wasm: &[u8]) -> Result<Rewritten> {
     wasmparser::Validator::new()
@@ -76,6 +97,8 @@ pub fn rewrite(wasm: &[u8]) -> Result<Rewritten> {
         .map_err(parse_err)?;
     let mut out = wasm_encoder::Module::new();
     let mut imported_globals = 0u32;
+    let mut imported_funcs = 0u32;
+    let mut code_index = 0u32;
     let mut globals = Vec::new();
     let mut memory: Option<(u64, Option<u64>)> = None;
     let mut start: Option<u32> = None;
@@ -143,6 +166,13 @@ pub fn rewrite(wasm: &[u8]) -> Result<Rewritten> {
                             }
                             imported_globals += 1;
                         }
+                        TypeRef::Table(_) => {
+                            return Err(bad(format!(
+                                "imports a table ({}::{}); tables are not snapshotted",
+                                import.module, import.name
+                            )));
+                        }
+                        TypeRef::Func(_) | TypeRef::FuncExact(_) => imported_funcs += 1,
                         _ => {}
                     }
                 }
@@ -208,7 +238,11 @@ pub fn rewrite(wasm: &[u8]) -> Result<Rewritten> {
                 }
                 out.section(&sec);
             }
-            Payload::CodeSectionEntry(_) | Payload::End(_) => {}
+            Payload::CodeSectionEntry(body) => {
+                code_index += 1;
+                refuse_table_writes(&body, imported_funcs + code_index - 1)?;
+            }
+            Payload::End(_) => {}
             other => copy_raw(&mut out, wasm, &other),
         }
     }
@@ -376,5 +410,58 @@ mod tests {
             rewrite(b"not wasm"),
             Err(WasmError::UnsupportedModule(_))
         ));
+    }
+
+    #[test]
+    fn rewrite_refuses_guests_that_change_a_table() {
+        let module = |grow: bool| {
+            let mut m = wasm_encoder::Module::new();
+            let mut types = wasm_encoder::TypeSection::new();
+            types.ty().function([], []);
+            m.section(&types);
+            let mut funcs = wasm_encoder::FunctionSection::new();
+            funcs.function(0);
+            m.section(&funcs);
+            let mut tables = wasm_encoder::TableSection::new();
+            tables.table(wasm_encoder::TableType {
+                element_type: wasm_encoder::RefType::FUNCREF,
+                minimum: 1,
+                maximum: None,
+                table64: false,
+                shared: false,
+            });
+            m.section(&tables);
+            let mut mem = wasm_encoder::MemorySection::new();
+            mem.memory(wasm_encoder::MemoryType {
+                minimum: 1,
+                maximum: None,
+                memory64: false,
+                shared: false,
+                page_size_log2: None,
+            });
+            m.section(&mem);
+            let mut code = wasm_encoder::CodeSection::new();
+            let mut f = wasm_encoder::Function::new([]);
+            if grow {
+                f.instructions()
+                    .ref_null(wasm_encoder::HeapType::Abstract {
+                        shared: false,
+                        ty: wasm_encoder::AbstractHeapType::Func,
+                    })
+                    .i32_const(1)
+                    .table_grow(0)
+                    .drop();
+            }
+            f.instructions().end();
+            code.function(&f);
+            m.section(&code);
+            m.finish()
+        };
+        assert!(rewrite(&module(false)).is_ok());
+        let err = rewrite(&module(true)).unwrap_err().to_string();
+        assert!(
+            err.contains("table.grow") && err.contains("function 0"),
+            "{err}"
+        );
     }
 }
