@@ -155,7 +155,7 @@ fn show(ctx: &Ctx, dir: &Path, id: &str) -> Result<i32> {
         candidates: t
             .candidates
             .iter()
-            .map(|c| format!("{:?}: {}", c.label, c.action).to_lowercase())
+            .map(|c| format!("{}: {}", format!("{:?}", c.label).to_lowercase(), c.action))
             .collect(),
         canaries: t.canaries.iter().map(|c| c.name.as_str()).collect(),
         backend: t.backend.to_string(),
@@ -185,16 +185,13 @@ fn show(ctx: &Ctx, dir: &Path, id: &str) -> Result<i32> {
         if !out.protected.is_empty() {
             s.push_str(&format!("protected: {}\n", out.protected.join(", ")));
         }
-        if !out.setup.is_empty() {
-            let sep = if t.backend == Backend::Wasm {
-                "; "
-            } else {
-                " && "
-            };
-            s.push_str(&format!(
-                "setup: {}\n",
-                out.setup.join(sep).replace('\n', "⏎")
-            ));
+        if t.backend == Backend::Wasm && !out.setup.is_empty() {
+            s.push_str(&format!("setup: {} Python steps\n", out.setup.len()));
+            for step in out.setup {
+                s.push_str(&format!("  {step:?}\n"));
+            }
+        } else if !out.setup.is_empty() {
+            s.push_str(&format!("setup: {}\n", out.setup.join(" && ")));
         }
         s.push_str(&format!(
             "gold solution: {} actions\n",
