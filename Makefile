@@ -17,6 +17,8 @@ prerequisites:
 	@.ci/prerequisites
 
 demo: prerequisites
+	$(call heading,the WebAssembly guests (.ci/build-guests))
+	@.ci/build-guests
 	$(call heading,cargo build --release -p arbor --features train (and the sandbox helper))
 	$(CARGO) build --release -p arbor -p arbor-runtime --bins --features arbor/train
 	$(call heading,demo)

@@ -92,11 +92,24 @@ run arbor rollout --task py-stats-1 --policy mixture:0.6 --branch uniform:3:2 --
 run arbor credit "$out/trees.json" --export "$out/advantages.jsonl" --pairs "$out/pairs.jsonl" --plot "$out/tree.svg"
 note "kept after the demo: one advantage record per edge in $out/advantages.jsonl, the tree drawn in $out/tree.svg"
 
-heading "10. Collect garbage (what no tag reaches), then verify the whole store"
+heading "10. A live Python session (WebAssembly backend): fork its memory, not only its files"
+note "the guest is RustPython compiled to wasm32-wasip1; a command is one step of code in the session"
+run arbor import --wasm python --tag py
+run arbor exec py --commit --tag session -- 'import statistics; data = [3, 1, 4, 1, 5, 9, 2, 6]; model = {"mean": statistics.mean(data)}; model'
+run arbor fanout session --commit --tag-prefix branch \
+    --cmd 'data.append(100); model["mean"] = statistics.mean(data); model' \
+    --cmd 'data.sort(); data[:3]' \
+    --cmd 'model, len(data)'
+note "each fork started from the same interpreter state: the third still sees 8 values and the original mean"
+run arbor log branch-1
+run arbor diff session branch-1
+run arbor replay branch-1
+
+heading "11. Collect garbage (what no tag reaches), then verify the whole store"
 run arbor gc
 run arbor fsck
 
-heading "11. Train: the labelled SMOKE version of the experiment (one seed per arm, small budget)"
+heading "12. Train: the labelled SMOKE version of the experiment (one seed per arm, small budget)"
 note "BC + branched PPO, BC + GRPO, and branched PPO without a warm start, at an equal budget; the full run is \`arbor train --compare\`"
 if ! "$ARBOR" train --records /nonexistent 2>&1 | grep -q "without the \`train\` feature"; then
     run arbor train --compare --smoke --out "$out/train-smoke"
