@@ -57,8 +57,8 @@ fn wasm_err(e: WasmError) -> EnvError {
     EnvError::Wasm(e.to_string())
 }
 
-/// The guest's bytes, read once per process.
-fn guest() -> Result<&'static [u8], EnvError> {
+/// The guest's bytes and their blake3 hash, read once per process.
+fn guest_and_hash() -> Result<&'static (Vec<u8>, String), EnvError> {
     static GUEST: OnceLock<Result<(Vec<u8>, String), String>> = OnceLock::new();
     GUEST
         .get_or_init(|| {
@@ -70,15 +70,12 @@ fn guest() -> Result<&'static [u8], EnvError> {
                 .map_err(|e| e.to_string())
         })
         .as_ref()
-        .map(|(b, _)| b.as_slice())
         .map_err(|e| EnvError::Wasm(e.clone()))
 }
 
-fn guest_hash() -> String {
-    guest()
-        .ok()
-        .map(|b| blake3::hash(b).to_hex().to_string())
-        .unwrap_or_default()
+/// The guest's bytes.
+fn guest() -> Result<&'static [u8], EnvError> {
+    guest_and_hash().map(|(b, _)| b.as_slice())
 }
 
 /// One [`WasmRuntime`] per store, per process (the compiled guest and the
@@ -656,7 +653,8 @@ fn agent_ms(steps: &[SessionStep]) -> u64 {
 fn content_key(spec: &TaskSpec) -> Result<String, String> {
     let mut h = blake3::Hasher::new();
     h.update(PREPARE_VERSION.as_bytes());
-    h.update(guest_hash().as_bytes());
+    let guest_hash = guest_and_hash().map_err(|e| e.to_string())?;
+    h.update(guest_hash.1.as_bytes());
     let toml = std::fs::read(spec.dir.join("task.toml")).map_err(|e| format!("task.toml: {e}"))?;
     h.update(&toml);
     if spec.workspace.is_dir() {
