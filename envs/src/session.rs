@@ -696,19 +696,9 @@ fn make_root(
     snapshot(&mut sb)
 }
 
-/// Snapshot `sb`, retrying once when installing its workspace layer lost a
-/// race: two sessions sealing an identical workspace change at the same
-/// moment both try to install the same content-addressed layer, and the
-/// second rename fails although the layer is then in place (the retry finds
-/// it and succeeds).
+/// Snapshot `sb`.
 fn snapshot(sb: &mut WasmSandbox) -> Result<WasmSnapshot, EnvError> {
-    match sb.snapshot() {
-        Err(WasmError::Store(arbor_runtime::store::StoreError::Io {
-            op: "install layer",
-            ..
-        })) => sb.snapshot().map_err(wasm_err),
-        other => other.map_err(wasm_err),
-    }
+    sb.snapshot().map_err(wasm_err)
 }
 
 /// Drop this process's cached roots (tests that measure preparation).

@@ -182,6 +182,13 @@ fn inspection_is_not_an_action_and_ended_sessions_say_so() {
         "SystemExit is an exception here"
     );
     assert_eq!(value(&mut fork, "x"), json!(1));
+    // An inspected sandbox cannot be snapshotted (its state would not
+    // replay); a fork that was not inspected can.
+    let err = fork.snapshot().unwrap_err().to_string();
+    assert!(err.contains("inspected"), "{err}");
+    let mut clean = snap.open().unwrap();
+    run(&mut clean, "y = 2");
+    assert_eq!(clean.snapshot().unwrap().manifest().actions.len(), 1);
 }
 
 #[test]

@@ -72,7 +72,7 @@ impl WasmSandbox {
     /// Read the value bound to `name` in the session's `__main__` through
     /// the guest's native inspector (see the module documentation). Not
     /// recorded as an action; the session's memory and clocks change, so
-    /// only inspect a sandbox that will not be snapshotted.
+    /// an inspected sandbox refuses to be snapshotted (inspect a fork).
     ///
     /// # Errors
     /// [`WasmError::GuestProtocol`] when the guest has no inspector;
@@ -100,6 +100,7 @@ impl WasmSandbox {
                     "the guest exports no {INSPECT_EXPORT} (rebuild it with .ci/build-guests)"
                 ))
             })?;
+        self.inspected = true;
         let sc = self.install_context()?;
         let memory = self.memory;
         let (outcome, _fuel) = self.run_guarded(|store| {

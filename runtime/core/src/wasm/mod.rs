@@ -1091,6 +1091,7 @@ impl WasmSnapshot {
             ended: self.manifest.ended.clone(),
             limits,
             boot: None,
+            inspected: false,
         })
     }
 
@@ -1255,6 +1256,9 @@ pub struct WasmSandbox {
     limits: WasmLimits,
     /// Set while booting: recorded in the root snapshot.
     boot: Option<BootSpec>,
+    /// Set by [`WasmSandbox::inspect`]: the memory then holds changes no
+    /// recorded action explains, so the sandbox may not be snapshotted.
+    inspected: bool,
 }
 
 impl std::fmt::Debug for WasmSandbox {
@@ -1584,6 +1588,13 @@ impl WasmSandbox {
     /// only what changes after this one. With nothing done since the base,
     /// returns the base.
     pub fn snapshot(&mut self) -> Result<WasmSnapshot> {
+        if self.inspected {
+            return Err(WasmError::InvalidInput(
+                "this sandbox was inspected: inspection is not a recorded action, so a snapshot \
+                 of it would not replay (inspect a fork instead)"
+                    .into(),
+            ));
+        }
         let rt = self.rt.clone();
         let store = rt.store().clone();
         let _lock = store.lock_shared()?;
@@ -1728,15 +1739,31 @@ impl WasmSandbox {
             if let Ok(f) = std::fs::File::open(&tmp) {
                 let _ = rustix::fs::syncfs(&f);
             }
-            std::fs::rename(&tmp, &dest).map_err(|source| {
-                WasmError::Store(StoreError::Io {
-                    op: "install layer",
-                    path: dest.clone(),
-                    source,
-                })
-            })?;
-            if let Some(parent) = dest.parent() {
-                crate::store::fsync_dir(parent)?;
+            // Layers are named by their content: when another session
+            // installed the same one first, ours is redundant.
+            match rustix::fs::renameat_with(
+                rustix::fs::CWD,
+                &tmp,
+                rustix::fs::CWD,
+                &dest,
+                rustix::fs::RenameFlags::NOREPLACE,
+            ) {
+                Ok(()) => {
+                    if let Some(parent) = dest.parent() {
+                        crate::store::fsync_dir(parent)?;
+                    }
+                }
+                Err(rustix::io::Errno::EXIST | rustix::io::Errno::NOTEMPTY) => {
+                    crate::cleanup::remove_dir_forcefully(&tmp);
+                }
+                Err(e) => {
+                    crate::cleanup::remove_dir_forcefully(&tmp);
+                    return Err(WasmError::Store(StoreError::Io {
+                        op: "install layer",
+                        path: dest.clone(),
+                        source: e.into(),
+                    }));
+                }
             }
         }
         layers.push(id);
