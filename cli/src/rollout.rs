@@ -7,8 +7,6 @@ use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
 use anyhow::{Context as _, Result, anyhow};
-use arbor_envs::TaskEnv;
-use arbor_envs::rollout::Environment;
 use arbor_envs::rollout::credit::CreditConfig;
 use arbor_envs::rollout::driver::{DriverConfig, Progress, Strategy, run_tree};
 use arbor_envs::rollout::export::{informative_pairs, pairs, records, svg};
@@ -127,10 +125,9 @@ pub fn rollout(ctx: &Ctx, args: &RolloutArgs) -> Result<i32> {
         let mut trees = Vec::new();
         for spec in specs {
             let runtime = ctx.runtime.clone();
-            let env = tokio::task::spawn_blocking(move || TaskEnv::prepare(&runtime, spec))
+            let env = tokio::task::spawn_blocking(move || arbor_envs::environment(&runtime, spec))
                 .await
                 .map_err(|e| anyhow!("prepare: {e}"))??;
-            let env: Arc<dyn Environment> = Arc::new(env);
             let tree = run_tree(env, Arc::clone(&policy), &cfg, Arc::clone(&progress)).await?;
             trees.push(tree);
         }

@@ -24,7 +24,7 @@ pub mod validate;
 pub mod verifier;
 
 pub use arbor_rollout as rollout;
-pub use prepared::{PreparedTask, prepare};
+pub use prepared::{PreparedTask, environment, prepare};
 pub use suite::Suite;
 pub use task::{TaskError, TaskSpec};
 pub use verifier::TaskEnv;

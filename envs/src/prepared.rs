@@ -1,10 +1,13 @@
 //! [`PreparedTask`]: a task of either backend, ready to run and verify —
-//! what `arbor task run` and `arbor task validate` use. Rollouts and
-//! training drive native tasks only ([`crate::TaskEnv`] implements
-//! [`arbor_rollout::Environment`]).
+//! what `arbor task run` and `arbor task validate` use — and
+//! [`environment`], the same as an [`Environment`] for rollouts and
+//! training (both [`crate::TaskEnv`] and, with feature `wasm`,
+//! `SessionEnv` implement it).
 
 use arbor_rollout::env::describe_exit;
-use arbor_rollout::{AgentAction, EnvError, Environment as _, Verdict};
+use std::sync::Arc;
+
+use arbor_rollout::{AgentAction, EnvError, Environment, Verdict};
 use arbor_runtime::Runtime;
 use serde::Serialize;
 
@@ -57,6 +60,19 @@ pub fn prepare(runtime: &Runtime, spec: TaskSpec) -> Result<PreparedTask, EnvErr
             message: WITHOUT_WASM.to_owned(),
         }),
     }
+}
+
+/// Prepare `spec` as an [`Environment`] (either backend), for rollouts,
+/// credit and training.
+///
+/// # Errors
+/// As [`prepare`].
+pub fn environment(runtime: &Runtime, spec: TaskSpec) -> Result<Arc<dyn Environment>, EnvError> {
+    Ok(match prepare(runtime, spec)? {
+        PreparedTask::Native(e) => Arc::new(*e),
+        #[cfg(feature = "wasm")]
+        PreparedTask::Session(e) => Arc::new(*e),
+    })
 }
 
 impl PreparedTask {

@@ -22,11 +22,15 @@ use arbor_rollout::env::{
     CheckResult, HardConstraints, ProcessDiagnostics, SoftQuality, TaskOutcome, Violation,
     ViolationKind,
 };
-use arbor_rollout::{AgentAction, EnvError, Verdict};
+use arbor_rollout::{
+    AgentAction, EnvError, EnvLimits, EnvObservation, EnvSandbox, EnvSnapshot, Environment,
+    Episode, EpisodeStep, StepResult, Verdict,
+};
 use arbor_runtime::Runtime;
 use arbor_runtime::layer::{self, MergedView};
 use arbor_runtime::store::Store;
 use arbor_runtime::store::object::EntryKind;
+use arbor_runtime::store::object::ExitStatus;
 use arbor_runtime::wasm::inspect::Inspected;
 use arbor_runtime::wasm::{
     BootSpec, StepOutcome, WasmError, WasmLimits, WasmOptions, WasmRuntime, WasmSandbox,
@@ -143,6 +147,7 @@ pub struct SessionEnv {
     spec: TaskSpec,
     runtime: WasmRuntime,
     root: WasmSnapshot,
+    candidates: Vec<AgentAction>,
 }
 
 impl SessionEnv {
@@ -178,6 +183,7 @@ impl SessionEnv {
             }
         };
         Ok(Self {
+            candidates: crate::verifier::shuffled_candidates(&spec),
             spec,
             runtime: wrt,
             root,
@@ -202,9 +208,7 @@ impl SessionEnv {
     /// Open a sandbox on `snapshot` with the task's per-step fuel.
     fn open_agent(&self, snapshot: &WasmSnapshot) -> Result<WasmSandbox, EnvError> {
         let mut sb = snapshot.open().map_err(wasm_err)?;
-        let mut limits = sb.step_limits();
-        limits.fuel_per_step = self.spec.step_fuel;
-        limits.timeout = Duration::from_millis(self.spec.limits.step_timeout_ms.max(1000));
+        let limits = self.agent_limits(&sb);
         sb.set_step_limits(limits);
         Ok(sb)
     }
@@ -699,6 +703,159 @@ fn make_root(
 /// Snapshot `sb`.
 fn snapshot(sb: &mut WasmSandbox) -> Result<WasmSnapshot, EnvError> {
     sb.snapshot().map_err(wasm_err)
+}
+
+/// The shell-style exit status the rollout records carry for a step's
+/// outcome: 0 ok, 1 an exception, the code of an exit, signal 6 for a trap,
+/// a timeout for fuel or time, the disk limit for the memory cap (the
+/// resource-limit status). The verifier reads the exact outcomes from the
+/// session's snapshots, not from these.
+pub fn exit_of(outcome: &StepOutcome) -> ExitStatus {
+    match outcome {
+        StepOutcome::Ok => ExitStatus::Code { code: 0 },
+        StepOutcome::Exception | StepOutcome::Ended => ExitStatus::Code { code: 1 },
+        StepOutcome::Status { status } => ExitStatus::Code {
+            code: i32::try_from(*status).unwrap_or(1),
+        },
+        StepOutcome::Exited { code } => ExitStatus::Code { code: *code },
+        StepOutcome::Trap { .. } => ExitStatus::Signal { signal: 6 },
+        StepOutcome::OutOfFuel | StepOutcome::Timeout => ExitStatus::Timeout,
+        StepOutcome::MemoryLimit => ExitStatus::DiskLimit,
+    }
+}
+
+impl SessionEnv {
+    /// The agent's per-step limits for this task.
+    fn agent_limits(&self, sb: &WasmSandbox) -> WasmLimits {
+        let mut limits = sb.step_limits();
+        limits.fuel_per_step = self.spec.step_fuel;
+        limits.timeout = Duration::from_millis(self.spec.limits.step_timeout_ms.max(1000));
+        limits
+    }
+
+    /// A rollout episode as the session verifier needs it: the exact
+    /// outcome of every recorded action, read from the session snapshots
+    /// between the episode's root and its last state.
+    fn session_episode(&self, episode: &Episode) -> Result<SessionEpisode, EnvError> {
+        let mismatch = |what: &str| EnvError::Task {
+            task: self.spec.id.clone(),
+            message: format!("the episode does not match its session snapshots: {what}"),
+        };
+        let (Some(root), Some(last)) = (episode.root.session(), episode.last.session()) else {
+            return Err(mismatch("not a WebAssembly session's states"));
+        };
+        let chain = self.runtime.chain(last).map_err(wasm_err)?;
+        let from = chain
+            .iter()
+            .position(|s| s.id() == root.id())
+            .ok_or_else(|| mismatch("the root is not an ancestor of the last state"))?;
+        let mut outcomes = chain[from + 1..]
+            .iter()
+            .flat_map(|s| s.manifest().observations.iter().map(|o| o.outcome.clone()))
+            .collect::<Vec<_>>()
+            .into_iter();
+        let mut steps = Vec::with_capacity(episode.steps.len());
+        for s in &episode.steps {
+            let outcome = if matches!(s.action, AgentAction::Submit) {
+                StepOutcome::Ok
+            } else {
+                outcomes
+                    .next()
+                    .ok_or_else(|| mismatch("fewer recorded actions than steps"))?
+            };
+            steps.push(SessionStep {
+                action: s.action.clone(),
+                outcome,
+                output: String::new(),
+                duration_us: s.duration_us,
+                fuel: 0,
+            });
+        }
+        if outcomes.next().is_some() {
+            return Err(mismatch("more recorded actions than steps"));
+        }
+        Ok(SessionEpisode {
+            task: episode.task.clone(),
+            root: root.clone(),
+            steps,
+            last: last.clone(),
+        })
+    }
+
+    fn observation(
+        &self,
+        step: usize,
+        last: Option<(&AgentAction, &SessionStep)>,
+    ) -> EnvObservation {
+        EnvObservation {
+            task: self.spec.id.clone(),
+            instructions: self.spec.instructions.clone(),
+            step,
+            last_action: last.map(|(a, _)| a.text()),
+            output: last.map(|(_, s)| s.output.clone()).unwrap_or_default(),
+            exit: last.map(|(_, s)| exit_of(&s.outcome)),
+        }
+    }
+}
+
+/// Rollouts, credit and the attached trainer drive session tasks like
+/// native ones: a tree's nodes are session snapshots, and siblings are
+/// forks of the same live interpreter state.
+impl Environment for SessionEnv {
+    fn id(&self) -> &str {
+        &self.spec.id
+    }
+
+    fn limits(&self) -> EnvLimits {
+        self.spec.limits
+    }
+
+    fn reset(&self) -> Result<(EnvSnapshot, EnvObservation), EnvError> {
+        Ok((
+            EnvSnapshot::Session(self.root.clone()),
+            self.observation(0, None),
+        ))
+    }
+
+    fn step(
+        &self,
+        sandbox: &mut EnvSandbox,
+        step: usize,
+        action: &AgentAction,
+    ) -> Result<StepResult, EnvError> {
+        let Some(sb) = sandbox.session_mut() else {
+            return Err(EnvError::Task {
+                task: self.spec.id.clone(),
+                message: "a session task was given a native sandbox".into(),
+            });
+        };
+        let limits = self.agent_limits(sb);
+        sb.set_step_limits(limits);
+        let s = SessionEnv::step(self, sb, action)?;
+        Ok(StepResult {
+            observation: self.observation(step + 1, Some((action, &s))),
+            record: EpisodeStep {
+                action: action.clone(),
+                exit: exit_of(&s.outcome),
+                duration_us: s.duration_us,
+            },
+        })
+    }
+
+    fn verify(&self, episode: &Episode) -> Verdict {
+        match self.session_episode(episode) {
+            Ok(e) => SessionEnv::verify(self, &e),
+            Err(e) => Verdict::fault(e.to_string(), ProcessDiagnostics::default()),
+        }
+    }
+
+    fn candidates(&self, _observation: &EnvObservation) -> Vec<AgentAction> {
+        self.candidates.clone()
+    }
+
+    fn reference_solution(&self) -> Option<Vec<AgentAction>> {
+        Some(crate::verifier::reference_solution(&self.spec))
+    }
 }
 
 /// Drop this process's cached roots (tests that measure preparation).

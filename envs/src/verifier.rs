@@ -20,7 +20,8 @@ use arbor_rollout::env::{
     Violation, ViolationKind, describe_exit,
 };
 use arbor_rollout::{
-    AgentAction, EnvError, EnvLimits, EnvObservation, Environment, Episode, StepResult, Verdict,
+    AgentAction, EnvError, EnvLimits, EnvObservation, EnvSandbox, EnvSnapshot, Environment,
+    Episode, StepResult, Verdict,
 };
 use arbor_runtime::layer::{self, MergedView};
 use arbor_runtime::sandbox::ReadOnlyMount;
@@ -208,7 +209,7 @@ impl TaskEnv {
     /// # Errors
     /// Runtime faults only.
     pub fn run(&self, actions: &[AgentAction]) -> Result<(Episode, Vec<StepResult>), EnvError> {
-        let mut sb = self.root.open()?;
+        let mut sb = EnvSandbox::Native(self.root.open()?);
         let mut results = Vec::with_capacity(actions.len());
         for (i, a) in actions.iter().enumerate() {
             results.push(self.step(&mut sb, i, a)?);
@@ -216,7 +217,7 @@ impl TaskEnv {
         let last = sb.snapshot()?;
         let episode = Episode {
             task: self.spec.id.clone(),
-            root: self.root.clone(),
+            root: EnvSnapshot::Native(self.root.clone()),
             steps: results.iter().map(|r| r.record.clone()).collect(),
             last,
         };
@@ -398,13 +399,17 @@ impl TaskEnv {
         process: &mut ProcessDiagnostics,
     ) -> Result<Verdict, EnvError> {
         let t0 = Instant::now();
+        let (Some(root_snap), Some(last_snap)) = (episode.root.native(), episode.last.native())
+        else {
+            return Err(self.not_native());
+        };
         let store = self.runtime.store();
-        let base = layer::merge_layers(store, &episode.root.manifest().layers)
-            .map_err(SandboxError::from)?;
-        let last = layer::merge_layers(store, &episode.last.manifest().layers)
-            .map_err(SandboxError::from)?;
+        let base =
+            layer::merge_layers(store, &root_snap.manifest().layers).map_err(SandboxError::from)?;
+        let last =
+            layer::merge_layers(store, &last_snap.manifest().layers).map_err(SandboxError::from)?;
         let mut hard = self.hard_constraints(episode, &base, &last);
-        let mut sb = episode.last.open()?;
+        let mut sb = last_snap.open()?;
         sb.reset_session();
         let mut quality = self.quality(&mut sb, &base, &last)?;
         let d = layer::diff(&base, &last);
@@ -436,6 +441,16 @@ impl TaskEnv {
     }
 }
 
+impl TaskEnv {
+    /// The fault of being handed another backend's state.
+    fn not_native(&self) -> EnvError {
+        EnvError::Task {
+            task: self.spec.id.clone(),
+            message: "a native task was given a WebAssembly session's state".into(),
+        }
+    }
+}
+
 impl Environment for TaskEnv {
     fn id(&self) -> &str {
         &self.spec.id
@@ -445,9 +460,9 @@ impl Environment for TaskEnv {
         self.spec.limits
     }
 
-    fn reset(&self) -> Result<(Snapshot, EnvObservation), EnvError> {
+    fn reset(&self) -> Result<(EnvSnapshot, EnvObservation), EnvError> {
         Ok((
-            self.root.clone(),
+            EnvSnapshot::Native(self.root.clone()),
             EnvObservation {
                 task: self.spec.id.clone(),
                 instructions: self.spec.instructions.clone(),
@@ -461,10 +476,13 @@ impl Environment for TaskEnv {
 
     fn step(
         &self,
-        sandbox: &mut Sandbox,
+        sandbox: &mut EnvSandbox,
         step: usize,
         action: &AgentAction,
     ) -> Result<StepResult, EnvError> {
+        let Some(sandbox) = sandbox.native_mut() else {
+            return Err(self.not_native());
+        };
         let limit = self.spec.limits.step_timeout_ms;
         let started = Instant::now();
         let (exit, output, duration_us) = match action {
@@ -538,18 +556,23 @@ impl Environment for TaskEnv {
     /// discrete policy can imitate every step; the free-form gold when the
     /// task lists no right candidate.
     fn reference_solution(&self) -> Option<Vec<AgentAction>> {
-        let right: Vec<AgentAction> = self
-            .spec
-            .candidates
-            .iter()
-            .filter(|c| c.label == CandidateLabel::Right)
-            .map(|c| c.action.clone())
-            .collect();
-        Some(if right.is_empty() {
-            self.spec.gold.clone()
-        } else {
-            right
-        })
+        Some(reference_solution(&self.spec))
+    }
+}
+
+/// A task's `right` candidates in order (which `task validate` proves
+/// solve it), else its free-form gold.
+pub(crate) fn reference_solution(spec: &TaskSpec) -> Vec<AgentAction> {
+    let right: Vec<AgentAction> = spec
+        .candidates
+        .iter()
+        .filter(|c| c.label == CandidateLabel::Right)
+        .map(|c| c.action.clone())
+        .collect();
+    if right.is_empty() {
+        spec.gold.clone()
+    } else {
+        right
     }
 }
 
@@ -796,7 +819,7 @@ fn canon_contains(
 
 /// The candidates in a fixed order that does not follow their labels (a
 /// stable shuffle keyed by the task id), so position gives nothing away.
-fn shuffled_candidates(spec: &TaskSpec) -> Vec<AgentAction> {
+pub(crate) fn shuffled_candidates(spec: &TaskSpec) -> Vec<AgentAction> {
     let mut keyed: Vec<([u8; 32], AgentAction)> = spec
         .candidates
         .iter()

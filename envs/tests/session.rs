@@ -191,3 +191,73 @@ fn fake_result_files_and_exits_score_zero() {
             .any(|x| x.kind == ViolationKind::AgentCrash)
     );
 }
+
+/// Branched rollouts on a session task: a tree's nodes are session
+/// snapshots, every child of a branch point is a fork of that node's live
+/// interpreter state (the node's snapshot is its parent), replaying any
+/// root-to-leaf path reproduces the leaf's verdict, and the budget holds.
+#[test]
+fn branched_rollouts_fork_live_sessions_and_paths_replay_to_their_verdicts() {
+    use std::sync::Arc;
+
+    use arbor_envs::rollout::Environment;
+    use arbor_envs::rollout::driver::{DriverConfig, Progress, Strategy, run_tree};
+    use arbor_envs::rollout::policy::MixturePolicy;
+    use arbor_envs::rollout::tree::Origin;
+
+    let env = Arc::new(env("session-topk-1"));
+    let mut cfg = DriverConfig::new(60, Strategy::Uniform { every: 2, width: 3 });
+    cfg.workers = 2;
+    cfg.seed = 3;
+    let tokio = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .build()
+        .unwrap();
+    let tree = tokio
+        .block_on(run_tree(
+            Arc::clone(&env) as Arc<dyn Environment>,
+            Arc::new(MixturePolicy { p: 0.8 }),
+            &cfg,
+            Arc::new(Progress::default()),
+        ))
+        .unwrap();
+    assert!(tree.budget.used() <= 60, "{:?}", tree.budget);
+    assert_eq!(tree.stats.faults, 0, "faults");
+    let rt = env.runtime();
+    let branch_points: Vec<_> = tree.nodes.iter().filter(|n| n.edges.len() > 1).collect();
+    assert!(!branch_points.is_empty(), "no branch point");
+    for node in &branch_points {
+        let id = node.snapshot.parse().unwrap();
+        assert!(rt.store().is_wasm_snapshot(&id), "a node is not a session");
+        for &e in &node.edges {
+            let child = &tree.nodes[tree.edges[e].to];
+            if child.origin == Origin::Terminal {
+                continue;
+            }
+            let snap = rt.snapshot(&child.snapshot.parse().unwrap()).unwrap();
+            assert_eq!(
+                snap.manifest().parent,
+                Some(id),
+                "edge {e}: not forked from the node"
+            );
+        }
+    }
+    let leaves: Vec<_> = tree.graded_leaves().collect();
+    assert!(!leaves.is_empty());
+    for leaf in leaves.iter().take(8) {
+        let actions: Vec<AgentAction> = tree
+            .path_to(leaf.id)
+            .into_iter()
+            .map(|e| tree.edges[e].action.clone())
+            .filter(|a| *a != AgentAction::Submit)
+            .collect();
+        let v = env.run_and_verify(&actions).unwrap();
+        let recorded = &leaf.leaf.as_ref().unwrap().verdict;
+        assert_eq!(v.reward, recorded.reward, "leaf {}", leaf.id);
+        assert_eq!(
+            v.task.checks_passed, recorded.task.checks_passed,
+            "leaf {}",
+            leaf.id
+        );
+    }
+}

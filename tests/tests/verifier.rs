@@ -143,6 +143,7 @@ fn hidden_checks_never_reach_the_agent_or_its_snapshots() {
     );
     // Neither the root nor the final snapshot holds a check file.
     for snap in [&episode.root, &episode.last] {
+        let snap = snap.native().expect("a native task's states");
         let view = arbor_runtime::layer::merge_layers(rt.runtime.store(), &snap.manifest().layers)
             .unwrap();
         assert!(
@@ -238,7 +239,14 @@ fn a_runtime_fault_is_not_a_reward() {
     let env = prepare(&rt, &dir);
     let (episode, _) = env.run(&gold()).unwrap();
     // Damage the store under the final snapshot: its newest layer disappears.
-    let layer = *episode.last.manifest().layers.last().unwrap();
+    let layer = *episode
+        .last
+        .native()
+        .expect("a native task's state")
+        .manifest()
+        .layers
+        .last()
+        .unwrap();
     let layer_dir = rt.runtime.store().layer_dir(&layer);
     std::fs::rename(&layer_dir, rt.scratch("moved-layer")).unwrap();
     let v = env.verify(&episode);

@@ -23,7 +23,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Instant;
 
-use arbor_runtime::{Sandbox, Snapshot};
+use crate::state::{EnvSandbox, EnvSnapshot};
 use serde::{Deserialize, Serialize};
 
 use crate::credit::{CreditConfig, estimate};
@@ -232,7 +232,7 @@ struct Shared {
     action_us: AtomicU64,
     verify_us: AtomicU64,
     progress: Arc<Progress>,
-    root: Snapshot,
+    root: EnvSnapshot,
     reference: Option<Vec<AgentAction>>,
     max_steps: usize,
 }
@@ -274,7 +274,7 @@ impl Shared {
         )
     }
 
-    fn verify(&self, history: &[EpisodeStep], last: &Snapshot) -> Verdict {
+    fn verify(&self, history: &[EpisodeStep], last: &EnvSnapshot) -> Verdict {
         let t = Instant::now();
         let v = self.env.verify(&Episode {
             task: self.env.id().to_owned(),
@@ -305,7 +305,7 @@ fn micros(t: Instant) -> u64 {
 /// plus one verification) at node `start`, then continue.
 struct Job {
     start: usize,
-    snapshot: Snapshot,
+    snapshot: EnvSnapshot,
     history: Vec<EpisodeStep>,
     first: Choice,
     count: u32,
@@ -318,7 +318,7 @@ struct SegStep {
     count: u32,
     exit: Option<arbor_runtime::store::object::ExitStatus>,
     duration_us: u64,
-    snapshot: Snapshot,
+    snapshot: EnvSnapshot,
     observation: EnvObservation,
     candidates: Vec<AgentAction>,
     origin: Origin,
@@ -355,7 +355,7 @@ fn run_job(sh: &Shared, job: Job) -> Segment {
     let mut choice = job.first;
     let mut count = job.count;
     let mut reserved_action = choice.action != AgentAction::Submit;
-    let mut sandbox: Option<Sandbox> = None;
+    let mut sandbox: Option<EnvSandbox> = None;
     let end = loop {
         if choice.action == AgentAction::Submit {
             let verdict = sh.verify(&history, &current);
@@ -462,7 +462,7 @@ struct Coordinator {
     sh: Arc<Shared>,
     tree: RolloutTree,
     /// The snapshot of each node, by node id.
-    snapshots: Vec<Snapshot>,
+    snapshots: Vec<EnvSnapshot>,
     queue: VecDeque<Job>,
     jobs: u64,
     seed: u64,
@@ -474,7 +474,7 @@ impl Coordinator {
         &mut self,
         parent_edge: Option<usize>,
         depth: usize,
-        snapshot: &Snapshot,
+        snapshot: &EnvSnapshot,
         observation: EnvObservation,
         candidates: Vec<AgentAction>,
         origin: Origin,
@@ -517,7 +517,13 @@ impl Coordinator {
 
     /// Queue a job taking `choice` (standing for `count` samples) at `node`,
     /// if the budget pays for it. Returns whether it was queued.
-    fn dispatch(&mut self, node: usize, snapshot: &Snapshot, choice: Choice, count: u32) -> bool {
+    fn dispatch(
+        &mut self,
+        node: usize,
+        snapshot: &EnvSnapshot,
+        choice: Choice,
+        count: u32,
+    ) -> bool {
         let cost = if choice.action == AgentAction::Submit {
             1
         } else {
@@ -585,7 +591,7 @@ impl Coordinator {
         Ok(())
     }
 
-    fn snapshot_of(&self, node: usize) -> Snapshot {
+    fn snapshot_of(&self, node: usize) -> EnvSnapshot {
         self.snapshots[node].clone()
     }
 

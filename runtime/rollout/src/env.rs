@@ -7,8 +7,8 @@
 
 use std::fmt;
 
+use crate::state::{EnvSandbox, EnvSnapshot};
 use arbor_runtime::store::object::ExitStatus;
-use arbor_runtime::{Sandbox, Snapshot};
 use serde::{Deserialize, Serialize};
 
 /// An action an agent takes: free-form, not limited to a task's candidates.
@@ -288,11 +288,11 @@ pub struct Episode {
     /// The task's id.
     pub task: String,
     /// The snapshot the episode started from.
-    pub root: Snapshot,
+    pub root: EnvSnapshot,
     /// The actions, in order.
     pub steps: Vec<EpisodeStep>,
     /// The snapshot of the final state.
-    pub last: Snapshot,
+    pub last: EnvSnapshot,
 }
 
 /// The limits an environment imposes on the agent.
@@ -559,7 +559,7 @@ pub trait Environment: Send + Sync {
     ///
     /// # Errors
     /// When the runtime fails or the task cannot be prepared.
-    fn reset(&self) -> Result<(Snapshot, EnvObservation), EnvError>;
+    fn reset(&self) -> Result<(EnvSnapshot, EnvObservation), EnvError>;
 
     /// Apply `action` in `sandbox` (a fork of some snapshot of this task's
     /// episode) and observe. `step` is the number of actions taken before.
@@ -568,7 +568,7 @@ pub trait Environment: Send + Sync {
     /// Only runtime faults; a failing or timed-out action is an observation.
     fn step(
         &self,
-        sandbox: &mut Sandbox,
+        sandbox: &mut EnvSandbox,
         step: usize,
         action: &AgentAction,
     ) -> Result<StepResult, EnvError>;

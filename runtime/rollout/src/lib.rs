@@ -2,6 +2,8 @@
 //!
 //! - [`env`]: the [`Environment`] trait (implemented by `arbor-envs`), agent
 //!   actions, observations, episodes and the layered [`Verdict`].
+//! - [`state`]: the states episodes start from and reach, on either backend
+//!   (native snapshots, WebAssembly session snapshots).
 //! - [`policy`]: the [`policy::Policy`] trait and the built-in policies
 //!   (random, gold, mixture, an external command).
 //! - [`tree`]: rollout trees (nodes are snapshots, edges actions, leaves verdicts).
@@ -17,6 +19,7 @@ pub mod env;
 pub mod export;
 
 pub mod policy;
+pub mod state;
 pub mod tree;
 
 pub use arbor_runtime as runtime;
@@ -24,3 +27,4 @@ pub use env::{
     AgentAction, EnvError, EnvLimits, EnvObservation, Environment, Episode, EpisodeStep,
     StepResult, Verdict,
 };
+pub use state::{EnvSandbox, EnvSnapshot};
