@@ -27,6 +27,9 @@ demo: prerequisites
 # The WebAssembly backend (runtime/core/src/wasm) is compiled, linted and
 # tested with the rest; .ci/build-guests builds its Python guest first.
 WASM := --features arbor-runtime/wasm,arbor-envs/wasm,arbor/wasm
+# The same for commands that select only some packages (cargo refuses a
+# feature of a package it was not asked to build).
+WASM_BENCH := --features arbor-runtime/wasm
 
 test: prerequisites
 	$(call heading,the WebAssembly guests (.ci/build-guests))
@@ -44,7 +47,7 @@ test: prerequisites
 	$(call heading,arbor without the train feature: no torch-sys, builds with the venv hidden)
 	@.ci/check-no-torch
 	$(call heading,benches once in quick smoke mode (no timing assertions))
-	$(CARGO) test -p arbor-benches -p arbor-trainer -p arbor-runtime --benches $(WASM)
+	$(CARGO) test -p arbor-benches -p arbor-trainer -p arbor-runtime --benches $(WASM_BENCH)
 	@$(MAKE) --no-print-directory test-unprivileged
 
 # The same test binaries once more as an unprivileged user (when run as root).
@@ -58,6 +61,6 @@ test-unprivileged: prerequisites
 # compare.json and fork-latency.svg.
 bench:
 	@.ci/prerequisites --bench
-	$(call heading,cargo bench -p arbor-benches -p arbor-trainer -p arbor-runtime $(WASM))
+	$(call heading,cargo bench -p arbor-benches -p arbor-trainer -p arbor-runtime $(WASM_BENCH))
 	@.ci/build-guests
-	$(CARGO) bench -p arbor-benches -p arbor-trainer -p arbor-runtime $(WASM)
+	$(CARGO) bench -p arbor-benches -p arbor-trainer -p arbor-runtime $(WASM_BENCH)
