@@ -17,7 +17,8 @@ use crate::args::Command;
 use crate::error::{EXIT_FAILURE, UsageError};
 use crate::output::{self, emit, note};
 use crate::render::{
-    action_summary, exit_code, exit_label, format_bytes, format_time, one_line, plural, table,
+    action_summary, diff_lines, exit_code, exit_label, format_bytes, format_time, one_line, plural,
+    table,
 };
 
 /// What every command works with.
@@ -340,21 +341,12 @@ fn diff(ctx: &Ctx, a: &str, b: &str) -> Result<i32> {
         deleted: d.deleted,
     };
     emit(ctx.json, &result, || {
-        let mut lines: Vec<(&str, char)> = result
-            .added
-            .iter()
-            .map(|p| (p.as_str(), '+'))
-            .chain(result.modified.iter().map(|p| (p.as_str(), '~')))
-            .chain(result.deleted.iter().map(|p| (p.as_str(), '-')))
-            .collect();
-        if lines.is_empty() {
-            return "no differences\n".to_owned();
+        let text = diff_lines(&result.added, &result.modified, &result.deleted);
+        if text.is_empty() {
+            "no differences\n".to_owned()
+        } else {
+            text
         }
-        lines.sort();
-        lines
-            .into_iter()
-            .map(|(p, sign)| format!("{sign} {p}\n"))
-            .collect()
     })?;
     Ok(0)
 }

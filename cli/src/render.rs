@@ -159,6 +159,22 @@ pub fn table(headers: &[&str], rows: &[Vec<String>]) -> String {
     out
 }
 
+/// `+ path`, `~ path`, `- path` lines (added, modified, deleted), sorted by
+/// path; empty when nothing differs.
+pub fn diff_lines(added: &[String], modified: &[String], deleted: &[String]) -> String {
+    let mut lines: Vec<(&str, char)> = added
+        .iter()
+        .map(|p| (p.as_str(), '+'))
+        .chain(modified.iter().map(|p| (p.as_str(), '~')))
+        .chain(deleted.iter().map(|p| (p.as_str(), '-')))
+        .collect();
+    lines.sort();
+    lines
+        .into_iter()
+        .map(|(p, sign)| format!("{sign} {p}\n"))
+        .collect()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -568,18 +568,7 @@ pub fn diff(ctx: &Ctx, a: &SnapshotId, b: &SnapshotId) -> Result<i32> {
         memory_bytes: memory.map(|m| m.1),
     };
     emit(ctx.json, &result, || {
-        let mut lines: Vec<(&str, char)> = result
-            .added
-            .iter()
-            .map(|p| (p.as_str(), '+'))
-            .chain(result.modified.iter().map(|p| (p.as_str(), '~')))
-            .chain(result.deleted.iter().map(|p| (p.as_str(), '-')))
-            .collect();
-        lines.sort();
-        let mut text: String = lines
-            .into_iter()
-            .map(|(p, sign)| format!("{sign} {p}\n"))
-            .collect();
+        let mut text = crate::render::diff_lines(&result.added, &result.modified, &result.deleted);
         if text.is_empty() {
             text.push_str("no workspace differences\n");
         }

@@ -41,7 +41,10 @@ use serde::Serialize;
 use crate::task::{
     DEFAULT_STEP_FUEL, SessionCheck, SessionTarget, TaskSpec, WorkspaceCheck, WorkspaceExpect,
 };
-use crate::verifier::{cap, hash_dir, line_changes, millis, nonce_bytes, path_violations, tail};
+use crate::verifier::{
+    cap, hash_dir, line_changes, millis, nonce_bytes, path_violations, step_limit_violation, tail,
+    time_limit_violation,
+};
 
 /// Version of the preparation; part of the root cache key.
 const PREPARE_VERSION: &str = "arbor-session-task-v1";
@@ -271,7 +274,7 @@ impl SessionEnv {
         for a in actions {
             steps.push(self.step(&mut sb, a)?);
         }
-        let last = snapshot(&mut sb)?;
+        let last = sb.snapshot().map_err(wasm_err)?;
         Ok(SessionEpisode {
             task: self.spec.id.clone(),
             root: self.root.clone(),
@@ -371,16 +374,7 @@ impl SessionEnv {
         let spec = &self.spec;
         let mut violations = path_violations(spec, base, last);
         let limits = spec.limits;
-        if episode.steps.len() > limits.max_steps {
-            violations.push(Violation {
-                kind: ViolationKind::StepLimit,
-                detail: format!(
-                    "{} actions, the task allows {}",
-                    episode.steps.len(),
-                    limits.max_steps
-                ),
-            });
-        }
+        violations.extend(step_limit_violation(&limits, episode.steps.len()));
         for (i, s) in episode.steps.iter().enumerate() {
             let short = one_line(&s.action.text(), 60);
             let kind = match &s.outcome {
@@ -400,16 +394,7 @@ impl SessionEnv {
                 });
             }
         }
-        let agent_ms = agent_ms(&episode.steps);
-        if agent_ms > limits.total_time_ms {
-            violations.push(Violation {
-                kind: ViolationKind::TimeLimit,
-                detail: format!(
-                    "actions took {agent_ms} ms, the task allows {}",
-                    limits.total_time_ms
-                ),
-            });
-        }
+        violations.extend(time_limit_violation(&limits, agent_ms(&episode.steps)));
         HardConstraints { violations }
     }
 
@@ -697,11 +682,6 @@ fn make_root(
             });
         }
     }
-    snapshot(&mut sb)
-}
-
-/// Snapshot `sb`.
-fn snapshot(sb: &mut WasmSandbox) -> Result<WasmSnapshot, EnvError> {
     sb.snapshot().map_err(wasm_err)
 }
 

@@ -242,16 +242,7 @@ impl TaskEnv {
         let spec = &self.spec;
         let mut violations = path_violations(spec, base, last);
         let limits = spec.limits;
-        if episode.steps.len() > limits.max_steps {
-            violations.push(Violation {
-                kind: ViolationKind::StepLimit,
-                detail: format!(
-                    "{} actions, the task allows {}",
-                    episode.steps.len(),
-                    limits.max_steps
-                ),
-            });
-        }
+        violations.extend(step_limit_violation(&limits, episode.steps.len()));
         for (i, s) in episode.steps.iter().enumerate() {
             match s.exit {
                 ExitStatus::Timeout => violations.push(Violation {
@@ -265,16 +256,7 @@ impl TaskEnv {
                 _ => {}
             }
         }
-        let agent_ms = agent_ms(&episode.steps);
-        if agent_ms > limits.total_time_ms {
-            violations.push(Violation {
-                kind: ViolationKind::TimeLimit,
-                detail: format!(
-                    "actions took {agent_ms} ms, the task allows {}",
-                    limits.total_time_ms
-                ),
-            });
-        }
+        violations.extend(time_limit_violation(&limits, agent_ms(&episode.steps)));
         HardConstraints { violations }
     }
 
@@ -815,6 +797,26 @@ fn canon_contains(
             Ok(false)
         }
     }
+}
+
+/// The violation of an episode of `steps` actions past the task's step limit.
+pub(crate) fn step_limit_violation(limits: &EnvLimits, steps: usize) -> Option<Violation> {
+    (steps > limits.max_steps).then(|| Violation {
+        kind: ViolationKind::StepLimit,
+        detail: format!("{steps} actions, the task allows {}", limits.max_steps),
+    })
+}
+
+/// The violation of actions that took `agent_ms` in all, past the task's
+/// total time limit.
+pub(crate) fn time_limit_violation(limits: &EnvLimits, agent_ms: u64) -> Option<Violation> {
+    (agent_ms > limits.total_time_ms).then(|| Violation {
+        kind: ViolationKind::TimeLimit,
+        detail: format!(
+            "actions took {agent_ms} ms, the task allows {}",
+            limits.total_time_ms
+        ),
+    })
 }
 
 /// The candidates in a fixed order that does not follow their labels (a

@@ -35,7 +35,7 @@ pub struct GcReport {
 }
 
 /// Kind byte of an object file, if its header is readable.
-fn object_kind(path: &Path) -> Option<ObjectKind> {
+pub(super) fn header_kind(path: &Path) -> Option<ObjectKind> {
     let mut head = [0u8; 6];
     File::open(path).ok()?.read_exact(&mut head).ok()?;
     (head[..4] == OBJECT_MAGIC)
@@ -88,7 +88,7 @@ impl Store {
                     continue;
                 };
                 if !reach.objects.contains(&id) {
-                    let rank = match object_kind(&path) {
+                    let rank = match header_kind(&path) {
                         Some(ObjectKind::Manifest | ObjectKind::WasmManifest) => 0,
                         Some(ObjectKind::Tree) => 1,
                         Some(ObjectKind::Blob) => 2,

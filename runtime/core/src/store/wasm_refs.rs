@@ -92,15 +92,22 @@ pub struct WasmRefs {
 }
 
 impl Store {
-    /// The kind of a stored object, read from its verified header.
+    /// The kind of a stored object, read from its header alone (reading
+    /// the object with [`Store::get`] verifies the rest).
     ///
     /// # Errors
-    /// [`StoreError::NotFound`], or [`StoreError::Corrupt`] when the object
-    /// fails verification.
+    /// [`StoreError::NotFound`], or [`StoreError::Corrupt`] when the header
+    /// is unreadable.
     pub fn object_kind(&self, id: &ObjectId) -> Result<ObjectKind> {
         let path = self.object_path(id);
-        let bytes = super::read_capped(&path, id)?;
-        super::check_object(id, &path, &bytes, None)
+        if !self.has_object(id) {
+            return Err(StoreError::NotFound { id: *id });
+        }
+        super::gc::header_kind(&path).ok_or_else(|| StoreError::Corrupt {
+            id: *id,
+            path,
+            reason: "unreadable object header".into(),
+        })
     }
 
     /// Whether `id` names a WebAssembly session snapshot (false when it

@@ -655,8 +655,17 @@ impl Region {
         for seg in &image.segments {
             self.map_segment(seg)?;
         }
+        self.unmap_past(len)?;
+        self.image = Some(image.clone());
+        Ok(())
+    }
+
+    /// Make everything mapped past `len` bytes inaccessible again
+    /// (`PROT_NONE`, contents dropped); afterwards `mapped <= len`.
+    fn unmap_past(&mut self, len: usize) -> Result<()> {
         if self.mapped > len {
-            // SAFETY: as above; the range is inside the reservation.
+            // SAFETY: `[len, mapped)` is inside this region's reservation;
+            // MAP_FIXED replaces only those pages.
             let p = unsafe {
                 libc::mmap(
                     (self.base + len) as *mut libc::c_void,
@@ -672,7 +681,6 @@ impl Region {
             }
         }
         self.mapped = len;
-        self.image = Some(image.clone());
         Ok(())
     }
 
@@ -713,8 +721,8 @@ impl Region {
     /// inaccessible again. The written pages stay private and resident, so
     /// the next fork's first steps take no copy-on-write faults on them:
     /// on this kind of machine a fault costs 1.5-2.5 µs and a first step
-    /// writes about a hundred pages. Returns the region, or `None` (it is
-    /// then unmapped) when it cannot be reset cheaply.
+    /// writes about a hundred pages. `None` when it cannot be reset
+    /// cheaply (the caller then unmaps it).
     fn reset(&mut self) -> Option<()> {
         let image = self.image.clone()?;
         let len = image.pages * PAGE;
@@ -739,23 +747,7 @@ impl Region {
                 );
             }
         }
-        if self.mapped > len {
-            // SAFETY: inside the reservation; replaces only those pages.
-            let p = unsafe {
-                libc::mmap(
-                    (self.base + len) as *mut libc::c_void,
-                    self.mapped - len,
-                    libc::PROT_NONE,
-                    libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | libc::MAP_NORESERVE | libc::MAP_FIXED,
-                    -1,
-                    0,
-                )
-            };
-            if p == libc::MAP_FAILED {
-                return None;
-            }
-            self.mapped = len;
-        }
+        self.unmap_past(len).ok()?;
         self.size = len;
         Some(())
     }
