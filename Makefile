@@ -8,6 +8,11 @@ export CARGO
 # tch (the trainer) links the libtorch of the project's venv (.ci/prerequisites installs it).
 export PATH := $(CURDIR)/.venv/bin:$(PATH)
 export LIBTORCH_USE_PYTORCH := 1
+# CI builds once from a clean clone: incremental caches only cost disk there.
+ifdef CI
+export CARGO_INCREMENTAL := 0
+endif
+TARGET_DIR := $(or $(CARGO_TARGET_DIR),target)
 
 .PHONY: demo test test-unprivileged bench prerequisites
 
@@ -43,11 +48,12 @@ test: prerequisites
 	$(call heading,[4/6] cargo test --workspace $(WASM) (copy backend))
 	ARBOR_BACKEND=copy $(CARGO) test --workspace $(WASM)
 	$(call heading,[5/6] arbor task validate envs/tasks (every bundled task: gold 1; no-op, mutants, single candidates, canaries 0))
-	@home=$$(mktemp -d) && trap 'rm -rf "$$home"' EXIT && $(CARGO) run -q -p arbor -- --home "$$home" task validate envs/tasks
+	@$(CARGO) test -q --workspace --no-run $(WASM)
+	@home=$$(mktemp -d) && trap 'rm -rf "$$home"' EXIT && $(TARGET_DIR)/debug/arbor --home "$$home" task validate envs/tasks
 	$(call heading,arbor without the train feature: no torch-sys, builds with the venv hidden)
 	@.ci/check-no-torch
 	$(call heading,benches once in quick smoke mode (no timing assertions))
-	$(CARGO) test -p arbor-benches -p arbor-trainer -p arbor-runtime --benches $(WASM_BENCH)
+	$(CARGO) test --workspace --benches $(WASM)
 	@$(MAKE) --no-print-directory test-unprivileged
 
 # The same test binaries once more as an unprivileged user (when run as root).
