@@ -134,6 +134,27 @@ pub fn check_tag_name(store: &Store, name: &str) -> Result<()> {
     Ok(())
 }
 
+/// The tag of fork `i` of `n` (`PREFIX-1`, `PREFIX-2`, ...) when the forks
+/// are tagged; the last name is checked first, so a bad prefix fails
+/// before any fork runs.
+pub fn fork_tags<'a>(
+    store: &Store,
+    prefix: Option<&'a str>,
+    n: usize,
+) -> Result<impl Fn(usize) -> Option<String> + 'a> {
+    let tag_of = move |i: usize| prefix.map(|p| format!("{p}-{}", i + 1));
+    if let Some(last) = tag_of(n.saturating_sub(1)) {
+        check_tag_name(store, &last)?;
+    }
+    Ok(tag_of)
+}
+
+/// Say a step's state was committed (and tagged).
+pub fn note_committed(id: &SnapshotId, tag: Option<&str>) -> Result<()> {
+    let tagged = tag.map(|t| format!(" (tag {t})")).unwrap_or_default();
+    note(false, &format!("committed snapshot {id}{tagged}"))
+}
+
 /// Milliseconds from microseconds, for JSON.
 pub fn millis(us: u64) -> f64 {
     us as f64 / 1000.0
@@ -160,7 +181,8 @@ struct ImportJson<'a> {
     tag: Option<&'a str>,
 }
 
-#[cfg(feature = "wasm")]
+/// `arbor import --wasm`, or the error that says this build has no
+/// WebAssembly backend.
 fn import_wasm(
     ctx: &Ctx,
     guest: &str,
@@ -168,23 +190,19 @@ fn import_wasm(
     tag: Option<&str>,
     seed: Option<&str>,
 ) -> Result<i32> {
-    crate::wasm::import(ctx, guest, dir, tag, seed)
+    #[cfg(feature = "wasm")]
+    {
+        crate::wasm::import(ctx, guest, dir, tag, seed)
+    }
+    #[cfg(not(feature = "wasm"))]
+    {
+        let _ = (ctx, guest, dir, tag, seed);
+        Err(UsageError(
+            "this arbor was built without the wasm feature (WebAssembly sessions); rebuild with --features wasm".into(),
+        )
+        .into())
+    }
 }
-
-#[cfg(not(feature = "wasm"))]
-fn import_wasm(
-    _ctx: &Ctx,
-    _guest: &str,
-    _dir: Option<&Path>,
-    _tag: Option<&str>,
-    _seed: Option<&str>,
-) -> Result<i32> {
-    Err(UsageError(WITHOUT_WASM.into()).into())
-}
-
-/// The error for session work in a build without the `wasm` feature.
-#[cfg(not(feature = "wasm"))]
-const WITHOUT_WASM: &str = "this arbor was built without the wasm feature (WebAssembly sessions); rebuild with --features wasm";
 
 /// The session snapshot `what` names, when it names one (and this build
 /// has the WebAssembly backend).
@@ -305,8 +323,7 @@ fn exec(
         )?;
     }
     if let Some(id) = committed {
-        let tagged = tag.map(|t| format!(" (tag {t})")).unwrap_or_default();
-        note(false, &format!("committed snapshot {id}{tagged}"))?;
+        note_committed(&id, tag)?;
     }
     Ok(code)
 }

@@ -14,7 +14,7 @@ use arbor_runtime::{ExecOptions, Observation, Snapshot};
 use indicatif::ProgressBar;
 use serde::Serialize;
 
-use crate::commands::{Ctx, check_tag_name, millis, timeout_ms};
+use crate::commands::{Ctx, fork_tags, millis, timeout_ms};
 use crate::error::{EXIT_FAILURE, chain_message};
 use crate::output::emit;
 use crate::render::{clip, exit_code, exit_label, first_line, format_duration_us, one_line, table};
@@ -67,10 +67,7 @@ pub fn fanout(
     timeout_s: f64,
 ) -> Result<i32> {
     let base = ctx.runtime.resolve(snapshot)?;
-    let tag_of = |i: usize| tag_prefix.map(|p| format!("{p}-{}", i + 1));
-    if let Some(last) = tag_of(commands.len().saturating_sub(1)) {
-        check_tag_name(ctx.store(), &last)?;
-    }
+    let tag_of = fork_tags(ctx.store(), tag_prefix, commands.len())?;
     let options = ExecOptions::with_timeout_ms(timeout_ms(timeout_s));
     let bar = crate::output::progress_bar(ctx.json, commands.len() as u64, "forks");
     let results = run_pool(&base, commands, &options, commit, &bar);

@@ -21,7 +21,7 @@ use arbor_runtime::wasm::{
 };
 use serde::Serialize;
 
-use crate::commands::{Ctx, check_tag_name, tags_by_snapshot};
+use crate::commands::{Ctx, check_tag_name, fork_tags, note_committed, tags_by_snapshot};
 use crate::error::{EXIT_FAILURE, UsageError};
 use crate::output::{self, emit, note};
 use crate::render::{
@@ -274,8 +274,7 @@ pub fn exec(
         )?;
     }
     if let Some(new) = committed {
-        let tagged = tag.map(|t| format!(" (tag {t})")).unwrap_or_default();
-        note(false, &format!("committed snapshot {new}{tagged}"))?;
+        note_committed(&new, tag)?;
     }
     Ok(exit)
 }
@@ -312,10 +311,7 @@ pub fn fanout(
     tag_prefix: Option<&str>,
     timeout_s: f64,
 ) -> Result<i32> {
-    let tag_of = |i: usize| tag_prefix.map(|p| format!("{p}-{}", i + 1));
-    if let Some(last) = tag_of(commands.len().saturating_sub(1)) {
-        check_tag_name(ctx.store(), &last)?;
-    }
+    let tag_of = fork_tags(ctx.store(), tag_prefix, commands.len())?;
     let rt = runtime(ctx, Some(timeout_s))?;
     let base = rt.snapshot(id)?;
     // Untimed: load the memory image and the compiled guest once, so the

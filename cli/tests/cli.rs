@@ -945,41 +945,32 @@ fn wasm_sessions_work_with_every_snapshot_command() {
 #[test]
 fn task_run_grades_a_session_task_on_the_session_state() {
     let env = Env::new();
-    let gold = env.path("gold.json");
-    fs::write(
-        &gold,
+    let run_actions = |name: &str, actions: serde_json::Value| {
+        let file = env.path(name);
+        fs::write(&file, actions.to_string()).unwrap();
+        env.json(&[
+            "task",
+            "run",
+            "session-topk-1",
+            "--actions",
+            file.to_str().unwrap(),
+        ])
+    };
+    let run = run_actions(
+        "gold.json",
         serde_json::json!([
             {"exec": "def top_k(xs, k):\n    return [] if k <= 0 else sorted(xs, reverse=True)[:k]\n"},
             {"exec": "leaders = [n for n, _ in sorted(scores.items(), key=lambda kv: (-kv[1], kv[0]))[:3]]"},
-        ])
-        .to_string(),
-    )
-    .unwrap();
-    let run = env.json(&[
-        "task",
-        "run",
-        "session-topk-1",
-        "--actions",
-        gold.to_str().unwrap(),
-    ]);
+        ]),
+    );
     assert_eq!(run["verdict"]["reward"], 1.0, "{run}");
-    let forged = env.path("forged.json");
-    fs::write(
-        &forged,
+    let run = run_actions(
+        "forged.json",
         serde_json::json!([
             {"exec": "class Any(list):\n    def __eq__(self, other):\n        return True\n\ndef top_k(xs, k):\n    return Any()\n"},
             {"exec": "leaders = Any()"},
-        ])
-        .to_string(),
-    )
-    .unwrap();
-    let run = env.json(&[
-        "task",
-        "run",
-        "session-topk-1",
-        "--actions",
-        forged.to_str().unwrap(),
-    ]);
+        ]),
+    );
     assert_eq!(run["verdict"]["reward"], 0.0, "{run}");
     assert_eq!(run["verdict"]["task"]["checks_passed"], 0, "{run}");
 }

@@ -19,8 +19,7 @@ use std::sync::{Mutex, OnceLock};
 use std::time::{Duration, Instant};
 
 use arbor_rollout::env::{
-    CheckResult, HardConstraints, ProcessDiagnostics, SoftQuality, TaskOutcome, Violation,
-    ViolationKind,
+    HardConstraints, ProcessDiagnostics, SoftQuality, TaskOutcome, Violation, ViolationKind,
 };
 use arbor_rollout::{
     AgentAction, EnvError, EnvLimits, EnvObservation, EnvSandbox, EnvSnapshot, Environment,
@@ -42,8 +41,8 @@ use crate::task::{
     DEFAULT_STEP_FUEL, SessionCheck, SessionTarget, TaskSpec, WorkspaceCheck, WorkspaceExpect,
 };
 use crate::verifier::{
-    cap, hash_dir, line_changes, millis, nonce_bytes, path_violations, step_limit_violation, tail,
-    time_limit_violation,
+    cap, hash_dir, line_changes, millis, nonce_bytes, observation, path_violations,
+    step_limit_violation, tail, time_limit_violation,
 };
 
 /// Version of the preparation; part of the root cache key.
@@ -331,16 +330,7 @@ impl SessionEnv {
             ..TaskOutcome::default()
         };
         for c in &self.spec.session_checks {
-            let (passed, detail) = match self.session_check(&episode.last, c)? {
-                Ok(()) => (true, String::new()),
-                Err(why) => (false, why),
-            };
-            task.checks_passed += usize::from(passed);
-            task.checks.push(CheckResult {
-                id: c.id.clone(),
-                passed,
-                detail,
-            });
+            task.record(c.id.clone(), self.session_check(&episode.last, c)?);
         }
         let unchanged = episode.root.manifest().layers == episode.last.manifest().layers;
         let quality = if self.spec.workspace_checks.is_empty() && unchanged {
@@ -348,16 +338,7 @@ impl SessionEnv {
         } else {
             let sb = episode.last.open().map_err(wasm_err)?;
             for c in &self.spec.workspace_checks {
-                let (passed, detail) = match workspace_check(&sb, c) {
-                    Ok(()) => (true, String::new()),
-                    Err(why) => (false, why),
-                };
-                task.checks_passed += usize::from(passed);
-                task.checks.push(CheckResult {
-                    id: c.id.clone(),
-                    passed,
-                    detail,
-                });
+                task.record(c.id.clone(), workspace_check(&sb, c));
             }
             self.quality(episode, Some(&sb), &base, &last)?
         };
@@ -761,21 +742,6 @@ impl SessionEnv {
             last: last.clone(),
         })
     }
-
-    fn observation(
-        &self,
-        step: usize,
-        last: Option<(&AgentAction, &SessionStep)>,
-    ) -> EnvObservation {
-        EnvObservation {
-            task: self.spec.id.clone(),
-            instructions: self.spec.instructions.clone(),
-            step,
-            last_action: last.map(|(a, _)| a.text()),
-            output: last.map(|(_, s)| s.output.clone()).unwrap_or_default(),
-            exit: last.map(|(_, s)| exit_of(&s.outcome)),
-        }
-    }
 }
 
 /// Rollouts, credit and the attached trainer drive session tasks like
@@ -793,7 +759,7 @@ impl Environment for SessionEnv {
     fn reset(&self) -> Result<(EnvSnapshot, EnvObservation), EnvError> {
         Ok((
             EnvSnapshot::Session(self.root.clone()),
-            self.observation(0, None),
+            observation(&self.spec, 0, None),
         ))
     }
 
@@ -813,7 +779,11 @@ impl Environment for SessionEnv {
         sb.set_step_limits(limits);
         let s = SessionEnv::step(self, sb, action)?;
         Ok(StepResult {
-            observation: self.observation(step + 1, Some((action, &s))),
+            observation: observation(
+                &self.spec,
+                step + 1,
+                Some((action, s.output.clone(), exit_of(&s.outcome))),
+            ),
             record: EpisodeStep {
                 action: action.clone(),
                 exit: exit_of(&s.outcome),

@@ -20,7 +20,7 @@ use serde::Serialize;
 use crate::canary;
 use crate::prepared::PreparedTask;
 use crate::task::{Backend, CandidateLabel, TaskSpec};
-use crate::verifier::TaskEnv;
+use crate::verifier::{TaskEnv, right_candidates};
 
 /// One validation check.
 #[derive(Clone, Debug, Serialize)]
@@ -94,12 +94,7 @@ pub fn plan(spec: &TaskSpec) -> Vec<(String, f64, Vec<AgentAction>)> {
             vec![c.action.clone()],
         ));
     }
-    let right: Vec<AgentAction> = spec
-        .candidates
-        .iter()
-        .filter(|c| c.label == CandidateLabel::Right)
-        .map(|c| c.action.clone())
-        .collect();
+    let right = right_candidates(spec);
     if !right.is_empty() {
         plan.push(("right-candidates-in-order".to_owned(), 1.0, right));
     }
@@ -142,65 +137,20 @@ pub fn structural_problems(spec: &TaskSpec) -> Vec<String> {
     p
 }
 
-/// A prepared task validation can run: a native [`TaskEnv`] or a
-/// [`PreparedTask`] of either backend.
-pub trait Gradable {
-    /// The task.
-    fn spec(&self) -> &TaskSpec;
-    /// Run `actions` from the root and verify.
-    ///
-    /// # Errors
-    /// Runtime faults while running the actions.
-    fn run_and_verify(&self, actions: &[AgentAction]) -> Result<Verdict, EnvError>;
-    /// Problems of the prepared root state (a native workspace's git history).
-    ///
-    /// # Errors
-    /// Runtime faults.
-    fn root_problems(&self) -> Result<Vec<String>, EnvError>;
-}
-
-impl Gradable for TaskEnv {
-    fn spec(&self) -> &TaskSpec {
-        TaskEnv::spec(self)
-    }
-
-    fn run_and_verify(&self, actions: &[AgentAction]) -> Result<Verdict, EnvError> {
-        TaskEnv::run_and_verify(self, actions)
-    }
-
-    fn root_problems(&self) -> Result<Vec<String>, EnvError> {
-        git_problems(self)
-    }
-}
-
-impl Gradable for PreparedTask {
-    fn spec(&self) -> &TaskSpec {
-        PreparedTask::spec(self)
-    }
-
-    fn run_and_verify(&self, actions: &[AgentAction]) -> Result<Verdict, EnvError> {
-        PreparedTask::run_and_verify(self, actions)
-    }
-
-    fn root_problems(&self) -> Result<Vec<String>, EnvError> {
-        match self.native() {
-            Some(env) => git_problems(env),
-            None => Ok(Vec::new()),
-        }
-    }
-}
-
 /// Validate a prepared task, calling `progress` after each check.
 ///
 /// # Errors
 /// Runtime faults outside verification (which are recorded as failed checks).
 pub fn validate(
-    env: &dyn Gradable,
+    env: &PreparedTask,
     progress: &mut dyn FnMut(&ValidationCheck),
 ) -> Result<ValidationReport, EnvError> {
     let spec = env.spec();
     let mut problems = structural_problems(spec);
-    problems.extend(env.root_problems()?);
+    // A native workspace's git history; a session's root has none.
+    if let Some(native) = env.native() {
+        problems.extend(git_problems(native)?);
+    }
     let mut checks = Vec::new();
     for (name, expected, actions) in plan(spec) {
         let t = Instant::now();

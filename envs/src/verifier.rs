@@ -16,8 +16,8 @@ use std::sync::OnceLock;
 use std::time::Instant;
 
 use arbor_rollout::env::{
-    CheckResult, EpisodeStep, HardConstraints, ProcessDiagnostics, SoftQuality, TaskOutcome,
-    Violation, ViolationKind, describe_exit,
+    EpisodeStep, HardConstraints, ProcessDiagnostics, SoftQuality, TaskOutcome, Violation,
+    ViolationKind, describe_exit,
 };
 use arbor_rollout::{
     AgentAction, EnvError, EnvLimits, EnvObservation, EnvSandbox, EnvSnapshot, Environment,
@@ -354,23 +354,13 @@ impl TaskEnv {
         let by_id: BTreeMap<&str, &RunnerTest> =
             result.tests.iter().map(|t| (t.id.as_str(), t)).collect();
         for id in &self.check_ids {
-            let (passed, detail) = match by_id.get(id.as_str()) {
-                Some(t) if t.outcome == "pass" => match recheck(&t.asserts) {
-                    Ok(()) => (true, String::new()),
-                    Err(why) => (
-                        false,
-                        format!("the verifier's own comparison failed: {why}"),
-                    ),
-                },
-                Some(t) => (false, t.detail.clone()),
-                None => (false, "not reported by the runner".to_owned()),
+            let result = match by_id.get(id.as_str()) {
+                Some(t) if t.outcome == "pass" => recheck(&t.asserts)
+                    .map_err(|why| format!("the verifier's own comparison failed: {why}")),
+                Some(t) => Err(t.detail.clone()),
+                None => Err("not reported by the runner".to_owned()),
             };
-            outcome.checks_passed += usize::from(passed);
-            outcome.checks.push(CheckResult {
-                id: id.clone(),
-                passed,
-                detail,
-            });
+            outcome.record(id.clone(), result);
         }
         Ok((outcome, result.tampered, result.lint))
     }
@@ -445,14 +435,7 @@ impl Environment for TaskEnv {
     fn reset(&self) -> Result<(EnvSnapshot, EnvObservation), EnvError> {
         Ok((
             EnvSnapshot::Native(self.root.clone()),
-            EnvObservation {
-                task: self.spec.id.clone(),
-                instructions: self.spec.instructions.clone(),
-                step: 0,
-                last_action: None,
-                output: String::new(),
-                exit: None,
-            },
+            observation(&self.spec, 0, None),
         ))
     }
 
@@ -495,14 +478,7 @@ impl Environment for TaskEnv {
             AgentAction::Submit => (ExitStatus::Code { code: 0 }, "submitted".to_owned(), 0),
         };
         Ok(StepResult {
-            observation: EnvObservation {
-                task: self.spec.id.clone(),
-                instructions: self.spec.instructions.clone(),
-                step: step + 1,
-                last_action: Some(action.text()),
-                output,
-                exit: Some(exit),
-            },
+            observation: observation(&self.spec, step + 1, Some((action, output, exit))),
             record: EpisodeStep {
                 action: action.clone(),
                 exit,
@@ -542,15 +518,40 @@ impl Environment for TaskEnv {
     }
 }
 
-/// A task's `right` candidates in order (which `task validate` proves
-/// solve it), else its free-form gold.
-pub(crate) fn reference_solution(spec: &TaskSpec) -> Vec<AgentAction> {
-    let right: Vec<AgentAction> = spec
-        .candidates
+/// What the agent sees after `step` actions: the task, and the last
+/// action with its output and exit status.
+pub(crate) fn observation(
+    spec: &TaskSpec,
+    step: usize,
+    last: Option<(&AgentAction, String, ExitStatus)>,
+) -> EnvObservation {
+    let (last_action, output, exit) = match last {
+        Some((action, output, exit)) => (Some(action.text()), output, Some(exit)),
+        None => (None, String::new(), None),
+    };
+    EnvObservation {
+        task: spec.id.clone(),
+        instructions: spec.instructions.clone(),
+        step,
+        last_action,
+        output,
+        exit,
+    }
+}
+
+/// A task's `right` candidates, in order.
+pub(crate) fn right_candidates(spec: &TaskSpec) -> Vec<AgentAction> {
+    spec.candidates
         .iter()
         .filter(|c| c.label == CandidateLabel::Right)
         .map(|c| c.action.clone())
-        .collect();
+        .collect()
+}
+
+/// A task's `right` candidates in order (which `task validate` proves
+/// solve it), else its free-form gold.
+pub(crate) fn reference_solution(spec: &TaskSpec) -> Vec<AgentAction> {
+    let right = right_candidates(spec);
     if right.is_empty() {
         spec.gold.clone()
     } else {

@@ -245,13 +245,7 @@ fn branched_rollouts_fork_live_sessions_and_paths_replay_to_their_verdicts() {
     let leaves: Vec<_> = tree.graded_leaves().collect();
     assert!(!leaves.is_empty());
     for leaf in leaves.iter().take(8) {
-        let actions: Vec<AgentAction> = tree
-            .path_to(leaf.id)
-            .into_iter()
-            .map(|e| tree.edges[e].action.clone())
-            .filter(|a| *a != AgentAction::Submit)
-            .collect();
-        let v = env.run_and_verify(&actions).unwrap();
+        let v = env.run_and_verify(&tree.actions_to(leaf.id)).unwrap();
         let recorded = &leaf.leaf.as_ref().unwrap().verdict;
         assert_eq!(v.reward, recorded.reward, "leaf {}", leaf.id);
         assert_eq!(

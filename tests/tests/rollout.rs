@@ -8,6 +8,7 @@ use std::path::Path;
 use std::sync::Arc;
 
 use arbor_envs::TaskEnv;
+use arbor_envs::rollout::Environment;
 use arbor_envs::rollout::credit::CreditConfig;
 use arbor_envs::rollout::driver::{DriverConfig, Progress, Strategy, run_tree};
 use arbor_envs::rollout::export::{
@@ -15,7 +16,6 @@ use arbor_envs::rollout::export::{
 };
 use arbor_envs::rollout::policy::MixturePolicy;
 use arbor_envs::rollout::tree::{Origin, RolloutTree};
-use arbor_envs::rollout::{AgentAction, Environment};
 use arbor_envs::suite::{Suite, bundled_dir};
 use arbor_runtime::Runtime;
 use arbor_runtime::layer::merge_layers;
@@ -111,13 +111,7 @@ fn branches_start_from_the_branch_nodes_snapshot_and_paths_replay_to_their_verdi
 
         // Replaying a root-to-leaf path linearly reproduces the leaf's verdict.
         for leaf in leaves.iter().take(6) {
-            let actions: Vec<AgentAction> = tree
-                .path_to(leaf.id)
-                .into_iter()
-                .map(|e| tree.edges[e].action.clone())
-                .filter(|a| *a != AgentAction::Submit)
-                .collect();
-            let v = env.run_and_verify(&actions).unwrap();
+            let v = env.run_and_verify(&tree.actions_to(leaf.id)).unwrap();
             let recorded = &leaf.leaf.as_ref().unwrap().verdict;
             assert_eq!(v.reward, recorded.reward, "{task}: leaf {}", leaf.id);
             assert_eq!(

@@ -9,7 +9,7 @@ use std::path::{Path, PathBuf};
 use arbor_envs::rollout::env::ViolationKind;
 use arbor_envs::rollout::{AgentAction, Environment as _};
 use arbor_envs::validate;
-use arbor_envs::{TaskEnv, TaskSpec};
+use arbor_envs::{PreparedTask, TaskEnv, TaskSpec};
 use arbor_runtime::ExecOptions;
 use arbor_runtime::sandbox::ReadOnlyMount;
 use arbor_tests::{TestRuntime, runtime};
@@ -270,7 +270,7 @@ fn a_git_workspace_with_history_beyond_its_base_fails_validation() {
         "setup = [\"git init -q && git add -A && git commit -qm base && git tag v1 && git checkout -qb fix && echo x > calc/fix.txt && git add -A && git commit -qm fix && git checkout -q -\"]",
     );
     let problems = |dir: &Path| {
-        let env = prepare(&rt, dir);
+        let env = PreparedTask::Native(Box::new(prepare(&rt, dir)));
         let report = validate::validate(&env, &mut |_| {}).unwrap();
         report.problems
     };

@@ -318,11 +318,7 @@ pub fn bc_samples(tree: &RolloutTree, cache: &mut FeatureCache) -> Vec<Sample> {
         .filter_map(|e| {
             let chosen = e.index?;
             let node = &tree.nodes[e.from];
-            let history: Vec<AgentAction> = tree
-                .path_to(e.from)
-                .into_iter()
-                .map(|p| tree.edges[p].action.clone())
-                .collect();
+            let history = tree.actions_to(e.from);
             Some(Sample {
                 state: decision_features(
                     cache,

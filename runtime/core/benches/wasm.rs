@@ -263,6 +263,20 @@ fn restore_breakdown(dir: &Path, snap: &WasmSnapshot, mib: usize) {
     );
 }
 
+/// `iters` forks of `snap`, each timed until its first step returns (the
+/// drop is not timed).
+fn fork_and_step(snap: &WasmSnapshot, iters: u64) -> Duration {
+    let mut total = Duration::ZERO;
+    for _ in 0..iters {
+        let t = Instant::now();
+        let mut sb = snap.open().expect("fork");
+        ok(&mut sb, "1");
+        total += t.elapsed();
+        drop(sb);
+    }
+    total
+}
+
 fn sizes() -> Vec<usize> {
     if quick_mode() {
         vec![16, 64]
@@ -290,34 +304,14 @@ fn bench_wasm(c: &mut Criterion) {
             .warm_up_time(warm_up)
             .measurement_time(measurement);
         g.bench_with_input(BenchmarkId::new("wasm_fork_step", mib), &f, |b, f| {
-            b.iter_custom(|iters| {
-                let mut total = Duration::ZERO;
-                for _ in 0..iters {
-                    let t = Instant::now();
-                    let mut sb = f.snap.open().expect("fork");
-                    ok(&mut sb, "1");
-                    total += t.elapsed();
-                    drop(sb);
-                }
-                total
-            })
+            b.iter_custom(|iters| fork_and_step(&f.snap, iters))
         });
         // The same with every fork mapping the image afresh: no memory of
         // a dropped fork is reused, so the first step takes its
         // copy-on-write faults.
         g.bench_with_input(BenchmarkId::new("wasm_fork_step_cold", mib), &f, |b, f| {
             arbor_runtime::wasm::memory::set_recycling(false);
-            b.iter_custom(|iters| {
-                let mut total = Duration::ZERO;
-                for _ in 0..iters {
-                    let t = Instant::now();
-                    let mut sb = f.snap.open().expect("fork");
-                    ok(&mut sb, "1");
-                    total += t.elapsed();
-                    drop(sb);
-                }
-                total
-            });
+            b.iter_custom(|iters| fork_and_step(&f.snap, iters));
             arbor_runtime::wasm::memory::set_recycling(true);
         });
         // Where the reuse is paid: dropping a fork after its first step

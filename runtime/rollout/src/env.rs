@@ -395,6 +395,17 @@ pub struct TaskOutcome {
 }
 
 impl TaskOutcome {
+    /// Record one check's result: `Err` carries why it failed.
+    pub fn record(&mut self, id: String, result: Result<(), String>) {
+        let passed = result.is_ok();
+        self.checks_passed += usize::from(passed);
+        self.checks.push(CheckResult {
+            id,
+            passed,
+            detail: result.err().unwrap_or_default(),
+        });
+    }
+
     /// Whether every hidden check passed (and there was at least one).
     pub fn all_passed(&self) -> bool {
         self.problem.is_none() && self.checks_total > 0 && self.checks_passed == self.checks_total

@@ -181,11 +181,7 @@ pub fn records(
                 next_state: tree.nodes[edge.to].snapshot.clone(),
                 observation: node.observation.text(),
                 candidates: node.candidates.iter().map(AgentAction::text).collect(),
-                history: tree
-                    .path_to(n)
-                    .into_iter()
-                    .map(|p| tree.edges[p].action.clone())
-                    .collect(),
+                history: tree.actions_to(n),
                 chosen: edge.index,
                 action_text: edge.action.text(),
                 action: edge.action.clone(),

@@ -195,6 +195,16 @@ impl RolloutTree {
         path
     }
 
+    /// The actions from the root to `node`, root first, without a closing
+    /// `Submit`: the actions the environment ran to reach `node`.
+    pub fn actions_to(&self, node: usize) -> Vec<AgentAction> {
+        self.path_to(node)
+            .into_iter()
+            .map(|e| self.edges[e].action.clone())
+            .filter(|a| *a != AgentAction::Submit)
+            .collect()
+    }
+
     /// The tree reduced for credit, without faulted or unfinished branches:
     /// `(credit tree, node map)` where `node_map[i]` is the rollout node of
     /// credit node `i`. `None` when no graded leaf is left.

@@ -67,6 +67,25 @@ fn os_page() -> usize {
     })
 }
 
+/// A fresh private anonymous mapping of `len` bytes (no swap reserved) at
+/// an address the kernel chooses; `None` if mmap fails (errno is kept for
+/// [`os_err`]).
+fn map_anonymous(len: usize, prot: libc::c_int) -> Option<usize> {
+    // SAFETY: a new mapping at an address the kernel picks; nothing else
+    // refers to it, and its owner unmaps it.
+    let base = unsafe {
+        libc::mmap(
+            std::ptr::null_mut(),
+            len,
+            prot,
+            libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | libc::MAP_NORESERVE,
+            -1,
+            0,
+        )
+    };
+    (base != libc::MAP_FAILED).then_some(base as usize)
+}
+
 fn os_err(what: &'static str) -> WasmError {
     WasmError::Memory {
         what,
@@ -345,23 +364,9 @@ impl MemoryImage {
                 if len == 0 {
                     return None;
                 }
-                // SAFETY: a fresh anonymous read-only mapping the kernel
-                // places; segments are then mapped over parts of it only.
-                let base = unsafe {
-                    libc::mmap(
-                        std::ptr::null_mut(),
-                        len,
-                        libc::PROT_READ,
-                        libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | libc::MAP_NORESERVE,
-                        -1,
-                        0,
-                    )
-                };
-                if base == libc::MAP_FAILED {
-                    return None;
-                }
+                // Segments are then mapped over parts of it only.
                 let view = ImageView {
-                    base: base as usize,
+                    base: map_anonymous(len, libc::PROT_READ)?,
                     len,
                 };
                 for seg in &self.segments {
@@ -611,23 +616,10 @@ impl Region {
             return Ok(region);
         }
         let total = reserved + guard;
-        // SAFETY: a fresh anonymous PROT_NONE reservation at an address the
-        // kernel chooses; nothing else refers to it.
-        let base = unsafe {
-            libc::mmap(
-                std::ptr::null_mut(),
-                total,
-                libc::PROT_NONE,
-                libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | libc::MAP_NORESERVE,
-                -1,
-                0,
-            )
-        };
-        if base == libc::MAP_FAILED {
-            return Err(os_err("reserve linear memory"));
-        }
+        let base =
+            map_anonymous(total, libc::PROT_NONE).ok_or_else(|| os_err("reserve linear memory"))?;
         let mut region = Region {
-            base: base as usize,
+            base,
             reserved,
             guard,
             size,
