@@ -117,11 +117,12 @@ fn trailing_expression(code: &str) -> Option<(usize, usize)> {
     }
 }
 
-/// Run the buffered code in the session's namespace.
-#[unsafe(no_mangle)]
-pub extern "C" fn arbor_step() -> u32 {
-    let code = INPUT.with(|b| std::mem::take(&mut *b.borrow_mut()));
-    let Ok(code) = String::from_utf8(code) else {
+/// Take the input buffer as text and run `f` in the session's interpreter:
+/// 2 if the input is not UTF-8, 3 if the session is not initialised, else
+/// what `f` returns.
+fn in_session(f: impl FnOnce(&Session, &VirtualMachine, String) -> u32) -> u32 {
+    let input = INPUT.with(|b| std::mem::take(&mut *b.borrow_mut()));
+    let Ok(input) = String::from_utf8(input) else {
         return 2;
     };
     SESSION.with(|s| {
@@ -129,48 +130,54 @@ pub extern "C" fn arbor_step() -> u32 {
         let Some(session) = s.as_ref() else {
             return 3;
         };
-        session.interp.enter(|vm| {
-            let run = |src: &str, mode: Mode| {
-                vm.compile(src, mode, "<step>".to_owned())
-                    .map_err(|err| vm.new_syntax_error(&err, Some(src)))
-                    .and_then(|code_obj| vm.run_code_obj(code_obj, session.scope.clone()))
-            };
-            let result = match trailing_expression(&code) {
-                // The statements before it, then the expression alone, on
-                // the line it was on (for tracebacks).
-                Some((start, end)) => {
-                    let line = code[..start].matches('\n').count();
-                    let expr = format!("({}{}\n)", "\n".repeat(line), &code[start..end]);
-                    run(&code[..start], Mode::Exec).and_then(|_| run(&expr, Mode::Eval))
-                }
-                None => run(&code, Mode::Exec).map(|_| vm.ctx.none()),
-            };
-            let status = match result {
-                Ok(value) => {
-                    let shown = if vm.is_none(&value) {
-                        Ok(())
-                    } else {
-                        vm.sys_module
-                            .get_attr("displayhook", vm)
-                            .and_then(|hook| hook.call((value,), vm))
-                            .map(drop)
-                    };
-                    match shown {
-                        Ok(()) => 0,
-                        Err(exc) => {
-                            vm.print_exception(exc);
-                            1
-                        }
+        session.interp.enter(|vm| f(session, vm, input))
+    })
+}
+
+/// Run the buffered code in the session's namespace.
+#[unsafe(no_mangle)]
+pub extern "C" fn arbor_step() -> u32 {
+    in_session(|session, vm, code| {
+        let run = |src: &str, mode: Mode| {
+            vm.compile(src, mode, "<step>".to_owned())
+                .map_err(|err| vm.new_syntax_error(&err, Some(src)))
+                .and_then(|code_obj| vm.run_code_obj(code_obj, session.scope.clone()))
+        };
+        let result = match trailing_expression(&code) {
+            // The statements before it, then the expression alone, on
+            // the line it was on (for tracebacks).
+            Some((start, end)) => {
+                let line = code[..start].matches('\n').count();
+                let expr = format!("({}{}\n)", "\n".repeat(line), &code[start..end]);
+                run(&code[..start], Mode::Exec).and_then(|_| run(&expr, Mode::Eval))
+            }
+            None => run(&code, Mode::Exec).map(|_| vm.ctx.none()),
+        };
+        let status = match result {
+            Ok(value) => {
+                let shown = if vm.is_none(&value) {
+                    Ok(())
+                } else {
+                    vm.sys_module
+                        .get_attr("displayhook", vm)
+                        .and_then(|hook| hook.call((value,), vm))
+                        .map(drop)
+                };
+                match shown {
+                    Ok(()) => 0,
+                    Err(exc) => {
+                        vm.print_exception(exc);
+                        1
                     }
                 }
-                Err(exc) => {
-                    vm.print_exception(exc);
-                    1
-                }
-            };
-            flush(vm);
-            status
-        })
+            }
+            Err(exc) => {
+                vm.print_exception(exc);
+                1
+            }
+        };
+        flush(vm);
+        status
     })
 }
 
@@ -380,68 +387,55 @@ fn encode(
 #[unsafe(no_mangle)]
 pub extern "C" fn arbor_inspect() -> u32 {
     use std::io::Write;
-    let name = INPUT.with(|b| std::mem::take(&mut *b.borrow_mut()));
-    let Ok(name) = String::from_utf8(name) else {
-        return 2;
-    };
-    SESSION.with(|s| {
-        let s = s.borrow();
-        let Some(session) = s.as_ref() else {
-            return 3;
+    /// Say why on stderr; the status.
+    fn refuse(status: u32, why: std::fmt::Arguments) -> u32 {
+        eprintln!("arbor_inspect: {why}");
+        let _ = std::io::stderr().flush();
+        status
+    }
+    in_session(|session, vm, name| {
+        let hooked = !vm.is_none(&vm.trace_func.borrow())
+            || !vm.is_none(&vm.profile_func.borrow())
+            || vm.state.global_trace_func.lock().is_some()
+            || vm.state.global_profile_func.lock().is_some();
+        if hooked {
+            return refuse(
+                4,
+                format_args!("refused: a trace or profile hook is installed"),
+            );
+        }
+        // Scan the entries natively; only a key that is exactly `str`
+        // counts (a str subclass with its own `__eq__`/`__hash__` is
+        // never consulted).
+        let value = session
+            .scope
+            .globals
+            .items_vec()
+            .into_iter()
+            .find_map(|(k, v)| {
+                let k = k.downcast_ref_if_exact::<PyStr>(vm)?;
+                (k.to_str() == Some(name.as_str())).then_some(v)
+            });
+        let Some(value) = value else {
+            return refuse(5, format_args!("{name:?} is not defined"));
         };
-        session.interp.enter(|vm| {
-            let hooked = !vm.is_none(&vm.trace_func.borrow())
-                || !vm.is_none(&vm.profile_func.borrow())
-                || vm.state.global_trace_func.lock().is_some()
-                || vm.state.global_profile_func.lock().is_some();
-            if hooked {
-                eprintln!("arbor_inspect: refused: a trace or profile hook is installed");
-                let _ = std::io::stderr().flush();
-                return 4;
+        let mut out = String::new();
+        match encode(vm, &value, 0, false, &mut out) {
+            Ok(()) if out.len() <= INSPECT_MAX_BYTES => {
+                let mut stdout = std::io::stdout();
+                let written = stdout
+                    .write_all(out.as_bytes())
+                    .and_then(|()| stdout.flush());
+                if written.is_err() {
+                    return 4;
+                }
+                0
             }
-            // Scan the entries natively; only a key that is exactly `str`
-            // counts (a str subclass with its own `__eq__`/`__hash__` is
-            // never consulted).
-            let value = session
-                .scope
-                .globals
-                .items_vec()
-                .into_iter()
-                .find_map(|(k, v)| {
-                    let k = k.downcast_ref_if_exact::<PyStr>(vm)?;
-                    (k.to_str() == Some(name.as_str())).then_some(v)
-                });
-            let Some(value) = value else {
-                eprintln!("arbor_inspect: {name:?} is not defined");
-                let _ = std::io::stderr().flush();
-                return 5;
-            };
-            let mut out = String::new();
-            match encode(vm, &value, 0, false, &mut out) {
-                Ok(()) if out.len() <= INSPECT_MAX_BYTES => {
-                    let mut stdout = std::io::stdout();
-                    let written = stdout
-                        .write_all(out.as_bytes())
-                        .and_then(|()| stdout.flush());
-                    if written.is_err() {
-                        return 4;
-                    }
-                    0
-                }
-                Ok(()) => {
-                    eprintln!(
-                        "arbor_inspect: {name}: refused: {}",
-                        Refusal::Size.message()
-                    );
-                    let _ = std::io::stderr().flush();
-                    4
-                }
-                Err(r) => {
-                    eprintln!("arbor_inspect: {name}: refused: {}", r.message());
-                    let _ = std::io::stderr().flush();
-                    4
-                }
-            }
-        })
+            Ok(()) => refuse(
+                4,
+                format_args!("{name}: refused: {}", Refusal::Size.message()),
+            ),
+            Err(r) => refuse(4, format_args!("{name}: refused: {}", r.message())),
+        }
     })
 }
