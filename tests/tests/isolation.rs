@@ -193,3 +193,71 @@ fn fork_bomb_is_contained() {
         assert!(!sb.cgroups().is_empty() || !Path::new("/sys/fs/cgroup/pids").exists());
     }
 }
+
+/// The verifier's process boundary (`ExecOptions::peer`): the main action and
+/// its peer talk over the channel at fd 3, share `/workspace` and `/tmp`, but
+/// the peer sees neither the main action's read-only mounts, nor its
+/// environment, nor its processes. Positive controls: the main action sees
+/// its own mount, variable and process, and the peer sees its own.
+#[test]
+fn a_peer_shares_the_channel_and_files_but_nothing_else() {
+    let t = arbor_tests::runtime(Path::new(HELPER));
+    let checks_dir = t.scratch("checks");
+    std::fs::create_dir_all(&checks_dir).unwrap();
+    std::fs::write(checks_dir.join("secret.txt"), "hidden\n").unwrap();
+    let checks = t.runtime.import(&checks_dir, None).unwrap();
+    let mut sb = sandbox(&t);
+    let mut opts = ExecOptions::with_timeout_ms(30_000);
+    opts.mounts = vec![arbor_runtime::sandbox::ReadOnlyMount::new(&checks, "verifier").unwrap()];
+    opts.env = vec![("MAIN_ONLY".into(), "main-secret".into())];
+    // The peer reports what it can see over the channel, then leaves a file
+    // in the shared /tmp and sleeps: it is stopped when the main action ends.
+    let peer = "read -r go <&3; { \
+        echo \"peer-secret=$(cat /verifier/secret.txt 2>&1 | head -c 60)\"; \
+        echo \"peer-env=${MAIN_ONLY-unset}\"; \
+        echo \"peer-sleepers=$(pgrep -c -f sleep-marker-main || echo 0)\"; \
+        echo \"peer-own=$(ls /proc | grep -c '^[0-9]')\"; \
+      } >&3; echo from-peer > /tmp/shared.txt; echo from-peer-ws > /workspace/peer.txt; \
+      exec -a sleep-marker-peer sleep 60";
+    opts.peer = Some(arbor_runtime::PeerCommand {
+        command: peer.into(),
+        env: vec![],
+    });
+    let main = "(exec -a sleep-marker-main sleep 30) & sleep 0.2; \
+        echo main-sees-own=$(pgrep -c -f sleep-marker-main); echo go >&3; \
+        head -n 4 <&3; sleep 0.3; cat /tmp/shared.txt /workspace/peer.txt; \
+        echo main-secret=$(cat /verifier/secret.txt); echo main-env=$MAIN_ONLY; \
+        echo main-sees-peer=$(pgrep -c -f sleep-marker-peer || echo 0)";
+    let obs = sb.exec(main, &opts).unwrap();
+    let out = obs.stdout_text();
+    assert_eq!(
+        obs.code(),
+        Some(0),
+        "{out}\n{}",
+        String::from_utf8_lossy(&obs.stderr)
+    );
+    // Positive controls: the main action sees its own mount and variable.
+    assert!(out.contains("main-secret=hidden"), "{out}");
+    assert!(out.contains("main-env=main-secret"), "{out}");
+    assert!(out.contains("main-sees-own=1"), "{out}");
+    // The peer reached the main action over the channel and through the
+    // shared /tmp and /workspace ...
+    assert!(out.contains("from-peer\nfrom-peer-ws\n"), "{out}");
+    // ... but saw neither the hidden mount nor the variable nor the main
+    // action's processes; and the main action cannot see the peer's either.
+    assert!(
+        out.contains("peer-secret=cat: /verifier/secret.txt: No such file"),
+        "{out}"
+    );
+    assert!(out.contains("peer-env=unset"), "{out}");
+    assert!(out.contains("peer-sleepers=0"), "{out}");
+    assert!(out.contains("main-sees-peer=0"), "{out}");
+    let peer = obs.peer.expect("the peer's result");
+    assert!(
+        peer.stopped,
+        "the sleeping peer is stopped when the main action ends"
+    );
+    assert!(obs.duration_us < 20_000_000, "{}", obs.duration_us);
+    // A variable given for one action does not enter the session.
+    assert!(!sb.session().env.contains_key("MAIN_ONLY"));
+}

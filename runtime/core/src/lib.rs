@@ -28,5 +28,5 @@ pub use runtime::{
     Backend, BackendChoice, DEFAULT_SQUASH_AFTER, DEFAULT_UID_BASE, DEFAULT_WARM_HELPERS, Result,
     Runtime, RuntimeError, RuntimeOptions,
 };
-pub use sandbox::{ExecOptions, Observation, Sandbox, SandboxError};
+pub use sandbox::{ExecOptions, Observation, PeerCommand, PeerResult, Sandbox, SandboxError};
 pub use snapshot::Snapshot;

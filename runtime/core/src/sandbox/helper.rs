@@ -16,6 +16,14 @@
 //!
 //! A timeout, a disk-limit breach or the helper's own death kills G, and the
 //! pid-namespace teardown kills every process the action started.
+//!
+//! A *paired* action (the verifier's: [`super::protocol::PeerRequest`]) has
+//! a second tree, G' and S', cloned beside G before the action's read-only
+//! mounts exist, so `/verifier` is only in G's mount namespace. The two
+//! trees share one `/tmp` (mounted by the helper before either is cloned)
+//! and `/workspace`, are joined by a socket pair at fd 3 in S and S', and
+//! cannot see each other's processes (sibling pid namespaces). G' is killed
+//! as soon as G's tree is over.
 
 use std::ffi::CString;
 use std::fs::{self, File};
@@ -33,8 +41,8 @@ use nix::sys::wait::{WaitPidFlag, WaitStatus, waitpid};
 use nix::unistd::{ForkResult, Gid, Pid, Uid};
 
 use super::protocol::{
-    ExecRequest, ExecResult, FileOp, FileResult, Limits, ListEntry, MOUNT_POINTS, Request,
-    Response, Setup, SystemView, WorkspaceMount,
+    CHANNEL_FD, ExecRequest, ExecResult, FileOp, FileResult, Limits, ListEntry, MOUNT_POINTS,
+    PeerResult, Request, Response, Setup, SystemView, WorkspaceMount,
 };
 use crate::store::object::{ExitStatus, SessionState};
 use crate::sys;
@@ -282,162 +290,170 @@ impl Helper {
         })
     }
 
-    /// Run one action with its read-only mounts in place, then take them down.
+    /// Run one action (and its peer, if it has one) with its read-only
+    /// mounts in place in its own mount namespace.
+    ///
+    /// Order matters for the peer: the shared `/tmp` is mounted first (so
+    /// both process trees inherit the same tmpfs), then the peer is cloned,
+    /// and only then are the read-only mounts bound, so they exist in the
+    /// main action's mount namespace alone. The helper's own copies of those
+    /// mounts are taken down as soon as the trees are cloned.
     fn exec(&mut self, req: &ExecRequest) -> Result<ExecResult, String> {
-        let root = self.cfg()?.root_dir.clone();
-        let mut mounted: Vec<PathBuf> = Vec::new();
-        let result = (|| {
-            for m in &req.mounts {
-                check_mount_target(&m.target)?;
-                let dst = root.join(&m.target);
-                sys::bind_read_only(&self.via_store(&m.source), &dst).map_err(|e| e.to_string())?;
-                mounted.push(dst);
-            }
-            self.exec_action(req)
-        })();
-        for dst in mounted.iter().rev() {
-            if let Err(e) = nix::mount::umount2(dst, MntFlags::MNT_DETACH) {
-                return Err(format!("unmount {}: {e}", dst.display()));
-            }
-        }
-        result
-    }
-
-    fn exec_action(&mut self, req: &ExecRequest) -> Result<ExecResult, String> {
+        let setup = self.cfg()?.clone();
+        let root = setup.root_dir.clone();
         let policed = self
             .policed
             .clone()
             .ok_or_else(|| "no workspace is mounted".to_owned())?;
-        let setup = self.cfg()?.clone();
-        let pipe = || nix::unistd::pipe2(nix::fcntl::OFlag::O_CLOEXEC).map_err(err("pipe"));
-        let (out_r, out_w) = pipe()?;
-        let (err_r, err_w) = pipe()?;
-        let (st_r, st_w) = pipe()?;
-        let (rep_r, rep_w) = pipe()?;
-        let (life_r, life_w) = pipe()?;
-
-        // Everything the children need is prepared before fork.
-        let mut env: Vec<CString> = Vec::with_capacity(req.env.len() + 1);
-        for (k, v) in &req.env {
-            env.push(
-                CString::new(format!("{k}={v}"))
-                    .map_err(err("environment variable contains NUL"))?,
-            );
-        }
-        env.push(
-            CString::new(format!("ARBOR_COMMAND={}", req.command))
-                .map_err(err("command contains a NUL byte"))?,
-        );
-        let argv = [
-            c"bash".to_owned(),
-            c"-c".to_owned(),
-            CString::new(WRAPPER).map_err(err("wrapper"))?,
-        ];
-        let cwd = CString::new(req.session.cwd.clone()).map_err(err("cwd contains NUL"))?;
-        let child = ActionChild {
-            limits: &req.limits,
-            env: &env,
-            argv: &argv,
-            cwd: &cwd,
-            stdout: out_w.as_raw_fd(),
-            stderr: err_w.as_raw_fd(),
-            state: st_w.as_raw_fd(),
-            report: rep_w.as_raw_fd(),
-            life_r: life_r.as_raw_fd(),
-            life_w: life_w.as_raw_fd(),
-        };
-
-        let start = Instant::now();
-        // SAFETY: the helper is single-threaded, so the child may do anything
-        // the parent could; it never returns into the parent's code (it ends
-        // in `_exit`).
-        // Enter the sandbox root first: clone() carries the cwd over to the
-        // copy of its mount in the new mount namespace, whereas the helper's
-        // `/proc/self/fd/<store>` paths would keep pointing into the old one.
-        nix::unistd::chdir(setup.root_dir.as_path()).map_err(err("chdir sandbox root"))?;
-        let mut stack = vec![0u8; 256 << 10];
-        // SAFETY: the helper is single-threaded, and the child (which gets a
-        // copy of the address space, not a shared one: no CLONE_VM) runs
-        // only the callback on its own stack and ends in `_exit`.
-        let c_pid = unsafe {
-            nix::sched::clone(
-                Box::new(|| sys::exit_now(child.run_g())),
-                &mut stack,
-                CloneFlags::CLONE_NEWNS | CloneFlags::CLONE_NEWPID,
-                Some(libc::SIGCHLD),
+        let shared_tmp = req.peer.is_some();
+        if shared_tmp {
+            sys::mount_tmpfs(
+                &root.join("tmp"),
+                MsFlags::MS_NOSUID | MsFlags::MS_NODEV,
+                "mode=1777,uid=0,gid=0,size=1g",
             )
+            .map_err(|e| e.to_string())?;
         }
-        .map_err(err("clone the action's init"))?;
-        // The lifeline's write end stays open here until the action is over.
-        drop((out_w, err_w, st_w, rep_w, life_r));
-        // Readable once C has exited, so the wait below wakes at once. (Where
-        // pidfds are unavailable the loop polls instead.)
-        let pidfd: Option<OwnedFd> =
-            rustix::process::Pid::from_raw(c_pid.as_raw()).and_then(|pid| {
-                rustix::process::pidfd_open(pid, rustix::process::PidfdFlags::empty()).ok()
-            });
-
-        let mut streams = [
-            Stream::new(out_r, req.limits.output_bytes),
-            Stream::new(err_r, req.limits.output_bytes),
-            Stream::new(st_r, 16 << 20),
-            Stream::new(rep_r, 16 << 20),
-        ];
-        let deadline = start + Duration::from_millis(req.timeout_ms);
-        let mut killed: Option<ExitStatus> = None;
-        let mut c_status: Option<WaitStatus> = None;
-        let mut next_size_check = start + Duration::from_millis(100);
-        loop {
-            let open: Vec<usize> = (0..streams.len()).filter(|&i| !streams[i].eof).collect();
-            if open.is_empty() && c_status.is_some() {
-                break;
-            }
-            let now = Instant::now();
-            let wait = if killed.is_none() {
-                deadline
-                    .saturating_duration_since(now)
-                    .min(Duration::from_millis(50))
-            } else {
-                Duration::from_millis(50)
+        let mut mounted: Vec<PathBuf> = Vec::new();
+        let spawned = (|| {
+            let channel = match req.peer {
+                Some(_) => {
+                    let (a, b) = nix::sys::socket::socketpair(
+                        nix::sys::socket::AddressFamily::Unix,
+                        nix::sys::socket::SockType::Stream,
+                        None,
+                        nix::sys::socket::SockFlag::SOCK_CLOEXEC,
+                    )
+                    .map_err(err("socketpair for the peer channel"))?;
+                    Some((high_fd(a)?, high_fd(b)?))
+                }
+                None => None,
             };
-            poll_streams(
-                &mut streams,
-                c_status.is_none().then_some(()).and(pidfd.as_ref()),
-                wait,
-            )?;
-            if c_status.is_none() {
-                match waitpid(c_pid, Some(WaitPidFlag::WNOHANG)) {
-                    Ok(WaitStatus::StillAlive) => {}
-                    Ok(status) => c_status = Some(status),
-                    Err(e) => return Err(format!("wait for action: {e}")),
+            let peer = match (&req.peer, &channel) {
+                (Some(p), Some((_, theirs))) => {
+                    let spec = ActionSpec {
+                        command: &p.command,
+                        env: &p.env,
+                        cwd: "/workspace",
+                        limits: &req.limits,
+                        channel: Some(theirs.as_raw_fd()),
+                        mount_tmp: false,
+                    };
+                    Some(spawn_action(&root, &spec)?)
                 }
-            }
-            if c_status.is_none() && killed.is_none() {
-                let now = Instant::now();
-                if now >= deadline {
-                    killed = Some(ExitStatus::Timeout);
-                } else if now >= next_size_check {
-                    next_size_check = now + Duration::from_millis(200);
-                    if crate::layer::dir_size(&policed).unwrap_or(0) > req.limits.upper_bytes {
-                        killed = Some(ExitStatus::DiskLimit);
+                _ => None,
+            };
+            let main = (|| {
+                for m in &req.mounts {
+                    check_mount_target(&m.target)?;
+                    let dst = root.join(&m.target);
+                    sys::bind_read_only(&self.via_store(&m.source), &dst)
+                        .map_err(|e| e.to_string())?;
+                    mounted.push(dst);
+                }
+                let spec = ActionSpec {
+                    command: &req.command,
+                    env: &req.env,
+                    cwd: &req.session.cwd,
+                    limits: &req.limits,
+                    channel: channel.as_ref().map(|(ours, _)| ours.as_raw_fd()),
+                    mount_tmp: !shared_tmp,
+                };
+                spawn_action(&root, &spec)
+            })();
+            let main = match main {
+                Ok(main) => main,
+                Err(e) => {
+                    // Do not leave the peer running without its main action.
+                    if let Some(p) = &peer {
+                        p.kill();
+                        let _ = waitpid(p.pid, None);
                     }
+                    return Err(e);
                 }
-                if killed.is_some() {
-                    // Killing pid 1 ends the whole pid namespace (see module docs).
-                    let _ = nix::sys::signal::kill(c_pid, Signal::SIGKILL);
-                }
-            }
-            if c_status.is_some() && open.is_empty() {
-                break;
-            }
-        }
-        let duration_us = u64::try_from(start.elapsed().as_micros()).unwrap_or(u64::MAX);
-        if killed.is_none()
-            && crate::layer::dir_size(&policed).unwrap_or(0) > req.limits.upper_bytes
+            };
+            // The channel's ends now live in the two process trees only.
+            drop(channel);
+            Ok((main, peer))
+        })();
+        let mut teardown = Ok(());
+        for dst in mounted
+            .iter()
+            .rev()
+            .chain(shared_tmp.then(|| root.join("tmp")).iter())
         {
-            killed = Some(ExitStatus::DiskLimit);
+            if let Err(e) = nix::mount::umount2(dst, MntFlags::MNT_DETACH) {
+                teardown = Err(format!("unmount {}: {e}", dst.display()));
+            }
         }
-        let [stdout, stderr, state, report] = streams;
+        let (main, peer) = spawned?;
+        let result = supervise(main, peer, req, &policed);
+        teardown?;
+        result
+    }
+}
+
+/// What one process tree of an action needs to start.
+struct ActionSpec<'a> {
+    command: &'a str,
+    env: &'a [(String, String)],
+    cwd: &'a str,
+    limits: &'a Limits,
+    /// A descriptor to hand to the action at [`CHANNEL_FD`].
+    channel: Option<i32>,
+    /// Whether the action's init mounts a fresh `/tmp` (a paired action and
+    /// its peer share one the helper mounted instead).
+    mount_tmp: bool,
+}
+
+/// Move `fd` above [`STATE_FD`], so that the `dup2`s in the action (onto
+/// 0, 1, 2, [`CHANNEL_FD`] and [`STATE_FD`]) can never overwrite it.
+fn high_fd(fd: OwnedFd) -> Result<OwnedFd, String> {
+    let raw = nix::fcntl::fcntl(&fd, nix::fcntl::FcntlArg::F_DUPFD_CLOEXEC(STATE_FD + 1))
+        .map_err(err("move the channel descriptor"))?;
+    // SAFETY: F_DUPFD_CLOEXEC just returned this new descriptor, owned by nobody else.
+    Ok(unsafe { OwnedFd::from_raw_fd(raw) })
+}
+
+/// One started process tree: its init (G), the pidfd that says when G
+/// ended, and its four pipes (stdout, stderr, session state, G's report).
+struct RunningAction {
+    pid: Pid,
+    pidfd: Option<OwnedFd>,
+    streams: [Stream; 4],
+    status: Option<WaitStatus>,
+    /// The write end of G's lifeline, held open until the tree is finished.
+    _lifeline: OwnedFd,
+}
+
+impl RunningAction {
+    fn done(&self) -> bool {
+        self.status.is_some() && self.streams.iter().all(|s| s.eof)
+    }
+
+    /// Collect G's status if it has ended.
+    fn reap(&mut self) -> Result<(), String> {
+        if self.status.is_none() {
+            match waitpid(self.pid, Some(WaitPidFlag::WNOHANG)) {
+                Ok(WaitStatus::StillAlive) => {}
+                Ok(status) => self.status = Some(status),
+                Err(e) => return Err(format!("wait for action: {e}")),
+            }
+        }
+        Ok(())
+    }
+
+    /// Kill G, which ends the whole pid namespace (see module docs).
+    fn kill(&self) {
+        if self.status.is_none() {
+            let _ = nix::sys::signal::kill(self.pid, Signal::SIGKILL);
+        }
+    }
+
+    /// How the tree ended: `killed` if the helper stopped it, else what G
+    /// reported (the shell's status, then leftover processes).
+    fn finish(self, killed: Option<ExitStatus>) -> Result<Finished, String> {
+        let [stdout, stderr, state, report] = self.streams;
         let report = String::from_utf8_lossy(&report.data).into_owned();
         let mut lines = report.lines();
         let shell_status = lines.next().and_then(parse_status);
@@ -445,7 +461,7 @@ impl Helper {
         let exit = match (killed, shell_status) {
             (Some(k), _) => k,
             (None, Some(s)) => s,
-            (None, None) => match c_status {
+            (None, None) => match self.status {
                 Some(WaitStatus::Signaled(_, sig, _)) => ExitStatus::Signal { signal: sig as i32 },
                 Some(WaitStatus::Exited(_, code)) => {
                     return Err(format!(
@@ -455,20 +471,193 @@ impl Helper {
                 other => return Err(format!("action supervisor ended unexpectedly: {other:?}")),
             },
         };
-        let session = if matches!(exit, ExitStatus::Timeout | ExitStatus::DiskLimit) {
-            None
-        } else {
-            parse_session(&state.data, &req.fixed_env)
-        };
-        Ok(ExecResult {
+        Ok(Finished {
             stdout: stdout.finish(),
             stderr: stderr.finish(),
+            state: state.data,
             exit,
-            duration_us,
-            session,
             killed_background,
         })
     }
+}
+
+/// What a finished process tree left: its capped output, the session state
+/// its shell reported, how it ended, and the processes that outlived it.
+struct Finished {
+    stdout: Vec<u8>,
+    stderr: Vec<u8>,
+    state: Vec<u8>,
+    exit: ExitStatus,
+    killed_background: Vec<String>,
+}
+
+/// Clone one process tree of an action (G, which forks S; see the module
+/// docs) with the sandbox root as its cwd.
+fn spawn_action(root: &Path, spec: &ActionSpec<'_>) -> Result<RunningAction, String> {
+    let pipe = || nix::unistd::pipe2(nix::fcntl::OFlag::O_CLOEXEC).map_err(err("pipe"));
+    let (out_r, out_w) = pipe()?;
+    let (err_r, err_w) = pipe()?;
+    let (st_r, st_w) = pipe()?;
+    let (rep_r, rep_w) = pipe()?;
+    let (life_r, life_w) = pipe()?;
+
+    // Everything the children need is prepared before fork.
+    let mut env: Vec<CString> = Vec::with_capacity(spec.env.len() + 1);
+    for (k, v) in spec.env {
+        env.push(
+            CString::new(format!("{k}={v}")).map_err(err("environment variable contains NUL"))?,
+        );
+    }
+    env.push(
+        CString::new(format!("ARBOR_COMMAND={}", spec.command))
+            .map_err(err("command contains a NUL byte"))?,
+    );
+    let argv = [
+        c"bash".to_owned(),
+        c"-c".to_owned(),
+        CString::new(WRAPPER).map_err(err("wrapper"))?,
+    ];
+    let cwd = CString::new(spec.cwd).map_err(err("cwd contains NUL"))?;
+    let child = ActionChild {
+        limits: spec.limits,
+        env: &env,
+        argv: &argv,
+        cwd: &cwd,
+        stdout: out_w.as_raw_fd(),
+        stderr: err_w.as_raw_fd(),
+        state: st_w.as_raw_fd(),
+        report: rep_w.as_raw_fd(),
+        life_r: life_r.as_raw_fd(),
+        life_w: life_w.as_raw_fd(),
+        channel: spec.channel,
+        mount_tmp: spec.mount_tmp,
+    };
+    // Enter the sandbox root first: clone() carries the cwd over to the
+    // copy of its mount in the new mount namespace, whereas the helper's
+    // `/proc/self/fd/<store>` paths would keep pointing into the old one.
+    nix::unistd::chdir(root).map_err(err("chdir sandbox root"))?;
+    let mut stack = vec![0u8; 256 << 10];
+    // SAFETY: the helper is single-threaded, and the child (which gets a
+    // copy of the address space, not a shared one: no CLONE_VM) runs
+    // only the callback on its own stack and ends in `_exit`.
+    let c_pid = unsafe {
+        nix::sched::clone(
+            Box::new(|| sys::exit_now(child.run_g())),
+            &mut stack,
+            CloneFlags::CLONE_NEWNS | CloneFlags::CLONE_NEWPID,
+            Some(libc::SIGCHLD),
+        )
+    }
+    .map_err(err("clone the action's init"))?;
+    // The lifeline's write end stays open in the helper until the action
+    // is over: it is moved into the result and dropped with it.
+    drop((out_w, err_w, st_w, rep_w, life_r));
+    // Readable once G has exited, so the wait below wakes at once. (Where
+    // pidfds are unavailable the loop polls instead.)
+    let pidfd: Option<OwnedFd> = rustix::process::Pid::from_raw(c_pid.as_raw()).and_then(|pid| {
+        rustix::process::pidfd_open(pid, rustix::process::PidfdFlags::empty()).ok()
+    });
+    let streams = [
+        Stream::new(out_r, spec.limits.output_bytes),
+        Stream::new(err_r, spec.limits.output_bytes),
+        Stream::new(st_r, 16 << 20),
+        Stream::new(rep_r, 16 << 20),
+    ];
+    Ok(RunningAction {
+        pid: c_pid,
+        pidfd,
+        streams,
+        status: None,
+        _lifeline: life_w,
+    })
+}
+
+/// Wait for the main process tree (and its peer) to end, enforcing the
+/// wall-clock limit and the upper layer's size limit on both; the peer is
+/// stopped when the main action is over.
+fn supervise(
+    mut main: RunningAction,
+    mut peer: Option<RunningAction>,
+    req: &ExecRequest,
+    policed: &Path,
+) -> Result<ExecResult, String> {
+    let start = Instant::now();
+    let deadline = start + Duration::from_millis(req.timeout_ms);
+    let mut killed: Option<ExitStatus> = None;
+    let mut peer_stopped = false;
+    let mut next_size_check = start + Duration::from_millis(100);
+    loop {
+        let main_done = main.done();
+        if main_done && peer.as_ref().is_none_or(RunningAction::done) {
+            break;
+        }
+        if let (true, false, Some(p)) = (main_done, peer_stopped, &peer) {
+            peer_stopped = p.status.is_none();
+            p.kill();
+        }
+        let now = Instant::now();
+        let wait = if killed.is_none() {
+            deadline
+                .saturating_duration_since(now)
+                .min(Duration::from_millis(50))
+        } else {
+            Duration::from_millis(50)
+        };
+        poll_streams(&mut main, peer.as_mut(), wait)?;
+        main.reap()?;
+        if let Some(p) = peer.as_mut() {
+            p.reap()?;
+        }
+        if main.status.is_none() && killed.is_none() {
+            let now = Instant::now();
+            if now >= deadline {
+                killed = Some(ExitStatus::Timeout);
+            } else if now >= next_size_check {
+                next_size_check = now + Duration::from_millis(200);
+                if crate::layer::dir_size(policed).unwrap_or(0) > req.limits.upper_bytes {
+                    killed = Some(ExitStatus::DiskLimit);
+                }
+            }
+            if killed.is_some() {
+                main.kill();
+                if let Some(p) = &peer {
+                    p.kill();
+                }
+            }
+        }
+    }
+    let duration_us = u64::try_from(start.elapsed().as_micros()).unwrap_or(u64::MAX);
+    if killed.is_none() && crate::layer::dir_size(policed).unwrap_or(0) > req.limits.upper_bytes {
+        killed = Some(ExitStatus::DiskLimit);
+    }
+    let peer = match peer {
+        Some(p) => {
+            let stopped_by = peer_stopped.then_some(ExitStatus::Signal { signal: 9 });
+            let f = p.finish(killed.or(stopped_by))?;
+            Some(PeerResult {
+                stdout: f.stdout,
+                stderr: f.stderr,
+                exit: f.exit,
+                stopped: peer_stopped,
+            })
+        }
+        None => None,
+    };
+    let f = main.finish(killed)?;
+    let session = if matches!(f.exit, ExitStatus::Timeout | ExitStatus::DiskLimit) {
+        None
+    } else {
+        parse_session(&f.state, &req.fixed_env)
+    };
+    Ok(ExecResult {
+        stdout: f.stdout,
+        stderr: f.stderr,
+        exit: f.exit,
+        duration_us,
+        session,
+        killed_background: f.killed_background,
+        peer,
+    })
 }
 
 /// Run `f` in a forked child that has become the sandbox's root user (uid
@@ -685,22 +874,30 @@ impl Stream {
     }
 }
 
-/// Wait up to `wait` for output on the open streams or for the supervisor
-/// to exit (its pidfd becomes readable), and read what is there.
+/// Wait up to `wait` for output on the open streams of the main process
+/// tree and its peer, or for either's init to exit (its pidfd becomes
+/// readable), and read what is there.
 fn poll_streams(
-    streams: &mut [Stream],
-    exited: Option<&OwnedFd>,
+    main: &mut RunningAction,
+    peer: Option<&mut RunningAction>,
     wait: Duration,
 ) -> Result<(), String> {
     use nix::poll::{PollFd, PollFlags, PollTimeout, poll};
-    let idx: Vec<usize> = (0..streams.len()).filter(|&i| !streams[i].eof).collect();
+    let mut trees: Vec<&mut RunningAction> = std::iter::once(main).chain(peer).collect();
+    let mut slots: Vec<(usize, Option<usize>)> = Vec::new();
     let ready: Vec<bool> = {
-        let mut fds: Vec<PollFd<'_>> = idx
-            .iter()
-            .map(|&i| PollFd::new(streams[i].fd.as_fd(), PollFlags::POLLIN))
-            .collect();
-        if let Some(pidfd) = exited {
-            fds.push(PollFd::new(pidfd.as_fd(), PollFlags::POLLIN));
+        let mut fds: Vec<PollFd<'_>> = Vec::new();
+        for (t, tree) in trees.iter().enumerate() {
+            for (i, s) in tree.streams.iter().enumerate() {
+                if !s.eof {
+                    fds.push(PollFd::new(s.fd.as_fd(), PollFlags::POLLIN));
+                    slots.push((t, Some(i)));
+                }
+            }
+            if let (None, Some(pidfd)) = (tree.status, tree.pidfd.as_ref()) {
+                fds.push(PollFd::new(pidfd.as_fd(), PollFlags::POLLIN));
+                slots.push((t, None));
+            }
         }
         if fds.is_empty() {
             std::thread::sleep(wait.min(Duration::from_millis(1)));
@@ -715,9 +912,9 @@ fn poll_streams(
             .map(|f| f.revents().is_some_and(|r| !r.is_empty()))
             .collect()
     };
-    for (k, &i) in idx.iter().enumerate() {
-        if ready[k] {
-            streams[i].read_available()?;
+    for (k, &(t, stream)) in slots.iter().enumerate() {
+        if let (true, Some(i)) = (ready[k], stream) {
+            trees[t].streams[i].read_available()?;
         }
     }
     Ok(())
@@ -914,6 +1111,10 @@ struct ActionChild<'a> {
     life_r: i32,
     /// Write end of the lifeline, held open by the helper until the action ends.
     life_w: i32,
+    /// A descriptor handed to the action at [`CHANNEL_FD`] (a paired action's channel).
+    channel: Option<i32>,
+    /// Whether G mounts a fresh `/tmp` (not when the helper mounted a shared one).
+    mount_tmp: bool,
 }
 
 impl ActionChild<'_> {
@@ -943,11 +1144,13 @@ impl ActionChild<'_> {
         }
         // The cwd is the sandbox root in this mount namespace (see run_c).
         let root = Path::new(".");
-        if let Err(e) = sys::mount_tmpfs(
-            &root.join("tmp"),
-            MsFlags::MS_NOSUID | MsFlags::MS_NODEV,
-            "mode=1777,uid=0,gid=0,size=1g",
-        ) {
+        if self.mount_tmp
+            && let Err(e) = sys::mount_tmpfs(
+                &root.join("tmp"),
+                MsFlags::MS_NOSUID | MsFlags::MS_NODEV,
+                "mode=1777,uid=0,gid=0,size=1g",
+            )
+        {
             return fail("mount /tmp", &e);
         }
         if let Err(e) = sys::mount_tmpfs(
@@ -1034,6 +1237,15 @@ impl ActionChild<'_> {
         }
         if let Err(e) = sys::cloexec_from(3) {
             return fail("close_range", &e);
+        }
+        if let Some(channel) = self.channel {
+            // The channel descriptor is above STATE_FD (see `high_fd`), so
+            // nothing above overwrote it; dup2 clears close-on-exec on the copy.
+            // SAFETY: dup2 onto a fixed descriptor number that holds nothing
+            // this process still needs (0-2 and 63 are set above).
+            if unsafe { libc::dup2(channel, CHANNEL_FD) } < 0 {
+                return fail("dup2 channel", &std::io::Error::last_os_error());
+            }
         }
         // Keep the state descriptor across exec.
         // SAFETY: STATE_FD was just created by dup2 above.

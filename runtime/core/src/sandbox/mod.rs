@@ -32,8 +32,10 @@ use crate::store::object::{
 };
 use crate::{Backend, Runtime};
 pub use process::{CgroupLimits, HelperCommand};
-use protocol::{ExecRequest, FileOp, FileResult, MountSpec, Request, Response, WorkspaceMount};
-pub use protocol::{Limits, ListEntry, SystemView};
+use protocol::{
+    ExecRequest, FileOp, FileResult, MountSpec, PeerRequest, Request, Response, WorkspaceMount,
+};
+pub use protocol::{Limits, ListEntry, PeerResult, SystemView};
 
 /// Errors of the sandbox module.
 #[derive(Debug, thiserror::Error)]
@@ -103,6 +105,13 @@ pub struct ExecOptions {
     /// verifier's checks at `/verifier`, say). They are never part of the
     /// sandbox's workspace, its snapshots or its later actions.
     pub mounts: Vec<ReadOnlyMount>,
+    /// Variables added to this action's environment only (they are not part
+    /// of the session, and the peer does not see them).
+    pub env: Vec<(String, String)>,
+    /// A peer process tree started beside the action, connected to it at
+    /// [`protocol::CHANNEL_FD`] (see [`protocol::PeerRequest`]); it sees
+    /// neither `mounts` nor `env`, and is stopped when the action ends.
+    pub peer: Option<PeerCommand>,
 }
 
 impl Default for ExecOptions {
@@ -110,8 +119,20 @@ impl Default for ExecOptions {
         Self {
             timeout_ms: 60_000,
             mounts: Vec::new(),
+            env: Vec::new(),
+            peer: None,
         }
     }
+}
+
+/// The peer of an action (see [`ExecOptions::peer`]).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct PeerCommand {
+    /// Shell text, run by `/bin/bash -c` in `/workspace`, with the fixed
+    /// environment (nothing of the session) plus `env`.
+    pub command: String,
+    /// Extra environment variables of the peer.
+    pub env: Vec<(String, String)>,
 }
 
 impl ExecOptions {
@@ -174,6 +195,8 @@ pub struct Observation {
     pub killed_background: Vec<String>,
     /// The digest recorded in the next snapshot and checked by replay.
     pub digest: ObservationDigest,
+    /// How the action's peer ended, when it had one (not part of the digest).
+    pub peer: Option<PeerResult>,
 }
 
 impl Observation {
@@ -348,10 +371,20 @@ impl Sandbox {
     /// Only runtime faults are errors (the helper died, the store failed); a
     /// failing, crashing or timed-out command is an ordinary [`Observation`].
     pub fn exec(&mut self, command: &str, opts: &ExecOptions) -> Result<Observation> {
+        let mut action_env = env::action_env(&self.session);
+        action_env.extend(opts.env.iter().cloned());
+        let peer = opts.peer.as_ref().map(|p| {
+            let mut env = env::fixed_env();
+            env.extend(p.env.iter().cloned());
+            PeerRequest {
+                command: p.command.clone(),
+                env,
+            }
+        });
         let req = ExecRequest {
             command: command.to_owned(),
             session: self.session.clone(),
-            env: env::action_env(&self.session),
+            env: action_env,
             timeout_ms: opts.timeout_ms,
             limits: self.runtime.options().limits.clone(),
             fixed_env: env::fixed_env(),
@@ -363,6 +396,7 @@ impl Sandbox {
                     target: m.target.clone(),
                 })
                 .collect(),
+            peer,
         };
         let result = match self
             .helper
@@ -373,7 +407,13 @@ impl Sandbox {
             other => return Err(self.helper.unexpected(other)),
         };
         self.delta_cache = None;
-        if let Some(session) = result.session.clone() {
+        if let Some(mut session) = result.session.clone() {
+            // Variables given for this action only do not enter the session.
+            for (k, v) in &opts.env {
+                if session.env.get(k) == Some(v) && self.session.env.get(k) != Some(v) {
+                    session.env.remove(k);
+                }
+            }
             self.session = session;
         }
         self.killed_background = result.killed_background.clone();
@@ -389,6 +429,7 @@ impl Sandbox {
             duration_us: result.duration_us,
             killed_background: result.killed_background,
             digest,
+            peer: result.peer,
         })
     }
 

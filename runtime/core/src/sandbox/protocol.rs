@@ -211,6 +211,44 @@ pub struct ExecRequest {
     /// Directories bound read-only into the sandbox for this action only.
     #[serde(default)]
     pub mounts: Vec<MountSpec>,
+    /// A second action started beside this one (see [`PeerRequest`]).
+    #[serde(default)]
+    pub peer: Option<PeerRequest>,
+}
+
+/// The descriptor number at which a paired action and its peer find their
+/// end of the channel between them (a connected `AF_UNIX` stream socket).
+pub const CHANNEL_FD: i32 = 3;
+
+/// A *peer* of an action: a second process tree started beside it in the
+/// same sandbox, connected to it by a socket at [`CHANNEL_FD`] in both. The
+/// two trees have separate pid and mount namespaces (neither can see,
+/// signal or trace the other), share `/workspace` and one fresh `/tmp`, and
+/// the per-action read-only mounts (`/verifier`) exist only in the main
+/// action's mount namespace. The peer is stopped when the main action ends.
+/// This is the verifier's process boundary: the trusted check runner is the
+/// main action, the code under test runs in the peer.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PeerRequest {
+    /// Shell text, run by `/bin/bash -c` with `/workspace` as its cwd.
+    pub command: String,
+    /// The full environment of the peer (the fixed environment plus extras;
+    /// nothing of the session).
+    pub env: Vec<(String, String)>,
+}
+
+/// How a peer ended (see [`PeerRequest`]).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PeerResult {
+    /// Captured stdout (capped like an action's).
+    pub stdout: Vec<u8>,
+    /// Captured stderr (capped like an action's).
+    pub stderr: Vec<u8>,
+    /// How the peer ended.
+    pub exit: ExitStatus,
+    /// Whether the peer was still running when the main action ended (and
+    /// was stopped then).
+    pub stopped: bool,
 }
 
 /// Empty directories at the top of every sandbox root where per-action
@@ -245,6 +283,9 @@ pub struct ExecResult {
     /// Command lines of processes still running when the action's shell
     /// exited; they were killed.
     pub killed_background: Vec<String>,
+    /// How the peer ended, when the action had one.
+    #[serde(default)]
+    pub peer: Option<PeerResult>,
 }
 
 /// A reply from the helper.
