@@ -156,9 +156,14 @@ pub fn generic(spec: &TaskSpec) -> Vec<Canary> {
             "os-exit-at-import",
             replace_target(format!("{EXIT_0}{fixed}")),
         );
+        // On top of the unfixed code: patching unittest in the code under
+        // test's own process must not make the checks pass.
         add(
             "monkeypatch-unittest",
-            replace_target(format!("{fixed}{MONKEYPATCH}")),
+            vec![AgentAction::write(
+                path.clone(),
+                format!("{original}{MONKEYPATCH}"),
+            )],
         );
         // Rewrites the runner's comparison in place (same function object, so
         // no fingerprint changes): only the verifier's own re-check catches it.

@@ -48,6 +48,9 @@ pub enum Family {
     /// State built in a live interpreter session (backend `wasm`), graded
     /// by reading the session's values natively.
     Interpreter,
+    /// One-edit bug fixes in real projects, graded by the projects' own
+    /// upstream test suites (unittest or pytest ids, as SWE-bench does).
+    Upstream,
 }
 
 impl fmt::Display for Family {
@@ -56,7 +59,87 @@ impl fmt::Display for Family {
             Self::Coding => "coding",
             Self::Terminal => "terminal",
             Self::Interpreter => "interpreter",
+            Self::Upstream => "upstream",
         })
+    }
+}
+
+/// Which test runner executes a native task's hidden checks.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum CheckRunner {
+    /// `unittest` discovery of `test*.py` in the checks folder.
+    #[default]
+    Unittest,
+    /// pytest node ids (`tests/test_x.py::TestY::test_z[param]`); pytest
+    /// runs in the checks' own trusted environment, never in the workspace.
+    Pytest,
+}
+
+impl fmt::Display for CheckRunner {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            Self::Unittest => "unittest",
+            Self::Pytest => "pytest",
+        })
+    }
+}
+
+/// How the hidden checks compare values of the code under test.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Semantics {
+    /// Assertions take plain built-in values only, compared on the trusted
+    /// side and re-checked by the arbor process; a passing test must assert
+    /// something (the bundled families).
+    #[default]
+    Strict,
+    /// As the upstream suite runs: any assertion, comparisons of the code's
+    /// own objects evaluated with its own semantics in the subject, tests
+    /// pass by not raising (imported test suites).
+    Upstream,
+}
+
+impl fmt::Display for Semantics {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            Self::Strict => "strict",
+            Self::Upstream => "upstream",
+        })
+    }
+}
+
+/// How a native task's hidden checks are run (`[checks]` beyond `dir`).
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize)]
+pub struct CheckConfig {
+    /// The runner.
+    pub runner: CheckRunner,
+    /// Strict or upstream semantics.
+    pub semantics: Semantics,
+    /// Folders of the workspace (relative) the code under test is imported
+    /// from, in order (`["."]`, or `["src"]` for a src layout).
+    pub roots: Vec<String>,
+    /// Check ids that must pass and failed before the fix (SWE-bench's
+    /// FAIL_TO_PASS); with `pass_to_pass`, the checks that decide the
+    /// reward. Empty: every discovered check.
+    pub fail_to_pass: Vec<String>,
+    /// Check ids that must keep passing (SWE-bench's PASS_TO_PASS).
+    pub pass_to_pass: Vec<String>,
+    /// The pytest configuration file in the checks folder, if any.
+    pub pytest_ini: Option<String>,
+    /// Entries of the static integrity analysis this task allows in the
+    /// agent's changes (e.g. `"dunder:__eq__"` when the fix is in `__eq__`).
+    pub allow_static: Vec<String>,
+}
+
+impl CheckConfig {
+    /// The ids that decide the reward when the task names them.
+    pub fn listed_ids(&self) -> Vec<String> {
+        self.fail_to_pass
+            .iter()
+            .chain(&self.pass_to_pass)
+            .cloned()
+            .collect()
     }
 }
 
@@ -252,6 +335,13 @@ pub struct TaskSpec {
     pub checks: PathBuf,
     /// Time limit of one verification run, in milliseconds.
     pub checks_timeout_ms: u64,
+    /// How the hidden checks are run (native tasks).
+    pub check_config: CheckConfig,
+    /// Whether validation applies the rules of the bundled multi-step
+    /// families (at least 6 candidates with right, harmful and wrong ones,
+    /// and no single candidate solving the task alone). Imported one-edit
+    /// tasks set `[validate] multi_step = false`.
+    pub multi_step: bool,
     /// The gold solution.
     pub gold: Vec<AgentAction>,
     /// Candidate actions for discrete policies.
@@ -303,6 +393,15 @@ struct RawTask {
     session_check: Vec<Spanned<RawSessionCheck>>,
     #[serde(default)]
     workspace_check: Vec<Spanned<RawWorkspaceCheck>>,
+    #[serde(default)]
+    validate: Option<RawValidate>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawValidate {
+    #[serde(default)]
+    multi_step: Option<bool>,
 }
 
 #[derive(Deserialize)]
@@ -365,6 +464,20 @@ struct RawChecks {
     timeout_s: Option<Spanned<f64>>,
     #[serde(default)]
     fuel: Option<Spanned<u64>>,
+    #[serde(default)]
+    runner: Option<CheckRunner>,
+    #[serde(default)]
+    semantics: Option<Spanned<Semantics>>,
+    #[serde(default)]
+    roots: Option<Spanned<Vec<String>>>,
+    #[serde(default)]
+    fail_to_pass: Option<Spanned<Vec<String>>>,
+    #[serde(default)]
+    pass_to_pass: Option<Spanned<Vec<String>>>,
+    #[serde(default)]
+    pytest_ini: Option<Spanned<String>>,
+    #[serde(default)]
+    allow_static: Vec<String>,
 }
 
 #[derive(Deserialize)]
@@ -636,6 +749,12 @@ impl TaskSpec {
             };
             (path, timeout)
         };
+        let check_config = check_config(src, raw.checks.as_ref(), &checks, wasm)?;
+        let multi_step = raw
+            .validate
+            .as_ref()
+            .and_then(|v| v.multi_step)
+            .unwrap_or(raw.family != Family::Upstream);
         if raw.gold.get_ref().is_empty() {
             return Err(src.error(&raw.gold, "gold", "the gold solution has no actions"));
         }
@@ -707,6 +826,8 @@ impl TaskSpec {
             protected,
             checks,
             checks_timeout_ms,
+            check_config,
+            multi_step,
             gold,
             candidates,
             canaries,
@@ -717,6 +838,121 @@ impl TaskSpec {
             check_fuel,
         })
     }
+}
+
+/// The `[checks]` settings beyond `dir` and `timeout_s`, checked.
+fn check_config(
+    src: &Source<'_>,
+    raw: Option<&RawChecks>,
+    checks_dir: &Path,
+    wasm: bool,
+) -> Result<CheckConfig, TaskError> {
+    let Some(raw) = raw else {
+        return Ok(CheckConfig {
+            roots: vec![".".to_owned()],
+            ..CheckConfig::default()
+        });
+    };
+    let runner = raw.runner.unwrap_or_default();
+    let semantics = match &raw.semantics {
+        Some(s) => *s.get_ref(),
+        None if runner == CheckRunner::Pytest => Semantics::Upstream,
+        None => Semantics::Strict,
+    };
+    if let (Some(s), true) = (&raw.semantics, wasm) {
+        return Err(src.error(
+            s,
+            "checks.semantics",
+            "`wasm` tasks have declarative checks",
+        ));
+    }
+    if runner == CheckRunner::Pytest && semantics == Semantics::Strict {
+        let s = raw.semantics.as_ref().map_or(0..0, Spanned::span);
+        return Err(src.error_at(
+            s.start,
+            Some("checks.semantics"),
+            "pytest checks run with upstream semantics (strict assertions are unittest's)",
+        ));
+    }
+    let roots = match &raw.roots {
+        Some(r) => {
+            if let Some(bad) = r.get_ref().iter().find(|p| !is_plain_relative(p)) {
+                return Err(src.error(
+                    r,
+                    "checks.roots",
+                    format!(
+                        "{bad:?}: import roots are folders relative to /workspace, without `..`"
+                    ),
+                ));
+            }
+            if r.get_ref().is_empty() {
+                return Err(src.error(r, "checks.roots", "give at least one import root"));
+            }
+            r.get_ref().clone()
+        }
+        None => vec![".".to_owned()],
+    };
+    let ids = |f: &Option<Spanned<Vec<String>>>, field: &str| -> Result<Vec<String>, TaskError> {
+        let Some(f) = f else { return Ok(Vec::new()) };
+        for id in f.get_ref() {
+            let ok = match runner {
+                CheckRunner::Pytest => {
+                    let file = id.split("::").next().unwrap_or_default();
+                    file.ends_with(".py") && is_plain_relative(file) && id.contains("::")
+                }
+                CheckRunner::Unittest => {
+                    id.split('.').count() >= 3
+                        && id.split('.').all(|p| !p.is_empty() && !p.contains('/'))
+                }
+            };
+            if !ok {
+                return Err(src.error(
+                    f,
+                    field,
+                    format!(
+                        "{id:?} is not a {runner} test id ({})",
+                        match runner {
+                            CheckRunner::Pytest => "path/test_x.py::Class::test_name[param]",
+                            CheckRunner::Unittest => "module.Class.test_method",
+                        }
+                    ),
+                ));
+            }
+        }
+        Ok(f.get_ref().clone())
+    };
+    let fail_to_pass = ids(&raw.fail_to_pass, "checks.fail_to_pass")?;
+    let pass_to_pass = ids(&raw.pass_to_pass, "checks.pass_to_pass")?;
+    if runner == CheckRunner::Pytest && fail_to_pass.is_empty() && pass_to_pass.is_empty() {
+        return Err(TaskError::File {
+            file: src.file.to_owned(),
+            message: "a pytest task names its checks: give checks.fail_to_pass (and pass_to_pass)"
+                .into(),
+        });
+    }
+    let pytest_ini = match &raw.pytest_ini {
+        Some(p) => {
+            let rel = p.get_ref();
+            if !is_plain_relative(rel) || !checks_dir.join(rel).is_file() {
+                return Err(src.error(
+                    p,
+                    "checks.pytest_ini",
+                    format!("{rel:?} is not a file of the checks folder"),
+                ));
+            }
+            Some(rel.clone())
+        }
+        None => None,
+    };
+    Ok(CheckConfig {
+        runner,
+        semantics,
+        roots,
+        fail_to_pass,
+        pass_to_pass,
+        pytest_ini,
+        allow_static: raw.allow_static.clone(),
+    })
 }
 
 /// A TOML value as JSON (datetimes are refused).

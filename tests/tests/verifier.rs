@@ -106,8 +106,9 @@ fn gold_scores_one_and_the_verdict_keeps_every_layer() {
         .unwrap();
     assert_eq!(v.reward, Some(0.0));
     assert_eq!(v.quality.lint_errors.len(), 1, "{:?}", v.quality);
+    // File and line (the parser reports where it ran out of input).
     assert!(
-        v.quality.lint_errors[0].starts_with("calc/ops.py:1"),
+        v.quality.lint_errors[0].starts_with("calc/ops.py:2: "),
         "{:?}",
         v.quality
     );

@@ -344,6 +344,10 @@ pub enum ViolationKind {
     /// An action of the agent's ended its interpreter session (a trap, the
     /// memory limit, an exit: WebAssembly sessions).
     AgentCrash,
+    /// The agent's changes introduce introspection or process control
+    /// (frame or garbage-collector walking, import hooks, `os._exit`, new
+    /// comparison dunders, ...) found by the static integrity analysis.
+    Introspection,
 }
 
 /// One broken hard constraint.

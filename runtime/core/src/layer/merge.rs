@@ -166,6 +166,53 @@ pub(super) fn load_trees(store: &Store, layers: &[LayerId]) -> Result<Vec<Tree>>
         .collect()
 }
 
+/// The content of the file at `path` in the merged view of `layers`
+/// (bottom first), read from the topmost layer that has it without
+/// following a symlink in any component, and verified against the hash and
+/// size its tree records. `Ok(None)` when the view has no regular file at
+/// `path` (or the file is larger than `max` bytes).
+///
+/// # Errors
+/// Loading the trees failed, the file cannot be read, or its content does
+/// not match its tree ([`LayerError::ContentMismatch`]).
+pub fn read_layer_file(
+    store: &Store,
+    layers: &[LayerId],
+    path: &str,
+    max: u64,
+) -> Result<Option<Vec<u8>>> {
+    let trees = load_trees(store, layers)?;
+    let refs: Vec<&Tree> = trees.iter().collect();
+    let (view, sources) = merge_with_sources(&refs);
+    let (Some(entry), Some(Some(layer))) = (view.entries.get(path), sources.get(path)) else {
+        return Ok(None);
+    };
+    let crate::store::object::EntryKind::File { size, hash } = &entry.kind else {
+        return Ok(None);
+    };
+    if *size > max {
+        return Ok(None);
+    }
+    let dir = store.layer_dir(&layers[*layer]);
+    let file_path = dir.join(path);
+    let read_err = |source: std::io::Error| LayerError::ReadSource {
+        path: file_path.clone(),
+        source,
+    };
+    let root = super::fsio::open_dir_path(&dir).map_err(read_err)?;
+    let fd =
+        super::fsio::open_beneath(&root, path, rustix::fs::OFlags::RDONLY).map_err(read_err)?;
+    let mut data = Vec::new();
+    std::io::Read::read_to_end(&mut std::fs::File::from(fd), &mut data).map_err(read_err)?;
+    if data.len() as u64 != *size || crate::store::object::ObjectId::hash(&data) != *hash {
+        return Err(LayerError::ContentMismatch {
+            path: file_path,
+            what: "size or blake3 hash".to_owned(),
+        });
+    }
+    Ok(Some(data))
+}
+
 /// Merge the layer chain `layers` (bottom first), loading each layer's
 /// tree from the store (verified against its id by the store).
 pub fn merge_layers(store: &Store, layers: &[LayerId]) -> Result<MergedView> {

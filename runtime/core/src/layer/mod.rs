@@ -28,7 +28,7 @@ use std::path::PathBuf;
 
 pub use delta::write_delta_layer;
 pub use materialize::{MaterializeOptions, materialize, squash};
-pub use merge::{Diff, MergedView, diff, merge, merge_layers};
+pub use merge::{Diff, MergedView, diff, merge, merge_layers, read_layer_file};
 pub use scan::{dir_size, tree_of_dir};
 pub use writer::MaterializeReport;
 

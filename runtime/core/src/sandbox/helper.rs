@@ -337,6 +337,7 @@ impl Helper {
                         cwd: "/workspace",
                         limits: &req.limits,
                         channel: Some(theirs.as_raw_fd()),
+                        other_end: channel.as_ref().map(|(ours, _)| ours.as_raw_fd()),
                         mount_tmp: false,
                     };
                     Some(spawn_action(&root, &spec)?)
@@ -345,8 +346,24 @@ impl Helper {
             };
             let main = (|| {
                 for m in &req.mounts {
-                    check_mount_target(&m.target)?;
-                    let dst = root.join(&m.target);
+                    let (point, below) = check_mount_target(&m.target)?;
+                    let mut dst = root.join(point);
+                    if let Some(below) = below {
+                        // A private directory of this action's own under the
+                        // mount point: its name is not visible from any other
+                        // mount namespace (the peer's, the agent's).
+                        if !mounted.contains(&dst) {
+                            sys::mount_tmpfs(
+                                &dst,
+                                MsFlags::MS_NOSUID | MsFlags::MS_NODEV,
+                                "mode=0755,size=64k",
+                            )
+                            .map_err(|e| e.to_string())?;
+                            mounted.push(dst.clone());
+                        }
+                        dst = dst.join(below);
+                        mkdir(&dst, 0o755)?;
+                    }
                     sys::bind_read_only(&self.via_store(&m.source), &dst)
                         .map_err(|e| e.to_string())?;
                     mounted.push(dst);
@@ -357,6 +374,7 @@ impl Helper {
                     cwd: &req.session.cwd,
                     limits: &req.limits,
                     channel: channel.as_ref().map(|(ours, _)| ours.as_raw_fd()),
+                    other_end: channel.as_ref().map(|(_, theirs)| theirs.as_raw_fd()),
                     mount_tmp: !shared_tmp,
                 };
                 spawn_action(&root, &spec)
@@ -401,6 +419,9 @@ struct ActionSpec<'a> {
     limits: &'a Limits,
     /// A descriptor to hand to the action at [`CHANNEL_FD`].
     channel: Option<i32>,
+    /// The channel's other end, which this tree's init must not keep open
+    /// (the peer would never see the channel close).
+    other_end: Option<i32>,
     /// Whether the action's init mounts a fresh `/tmp` (a paired action and
     /// its peer share one the helper mounted instead).
     mount_tmp: bool,
@@ -530,6 +551,7 @@ fn spawn_action(root: &Path, spec: &ActionSpec<'_>) -> Result<RunningAction, Str
         life_r: life_r.as_raw_fd(),
         life_w: life_w.as_raw_fd(),
         channel: spec.channel,
+        other_end: spec.other_end,
         mount_tmp: spec.mount_tmp,
     };
     // Enter the sandbox root first: clone() carries the cwd over to the
@@ -920,14 +942,27 @@ fn poll_streams(
     Ok(())
 }
 
-/// A read-only mount's target must be one of the empty, read-only mount
-/// points every sandbox root has.
-fn check_mount_target(target: &str) -> Result<(), String> {
-    if MOUNT_POINTS.contains(&target) {
-        Ok(())
+/// A read-only mount's target: one of the empty, read-only mount points
+/// every sandbox root has (`verifier`), optionally with one more path
+/// component below it (`verifier/3f9a0c`). Returns the mount point and the
+/// component.
+fn check_mount_target(target: &str) -> Result<(&str, Option<&str>), String> {
+    let (point, below) = match target.split_once('/') {
+        Some((p, b)) => (p, Some(b)),
+        None => (target, None),
+    };
+    let name_ok = |b: &str| {
+        !b.is_empty()
+            && b.len() <= 64
+            && b.bytes()
+                .all(|c| c.is_ascii_alphanumeric() || c == b'-' || c == b'_')
+    };
+    if MOUNT_POINTS.contains(&point) && below.is_none_or(name_ok) {
+        Ok((point, below))
     } else {
         Err(format!(
-            "read-only mount target {target:?} is not a mount point of the sandbox (those are: {})",
+            "read-only mount target {target:?} is not a mount point of the sandbox, or one name \
+             ([A-Za-z0-9_-]) below one (the mount points are: {})",
             MOUNT_POINTS.join(", ")
         ))
     }
@@ -1113,6 +1148,8 @@ struct ActionChild<'a> {
     life_w: i32,
     /// A descriptor handed to the action at [`CHANNEL_FD`] (a paired action's channel).
     channel: Option<i32>,
+    /// The channel's other end, closed by G at once.
+    other_end: Option<i32>,
     /// Whether G mounts a fresh `/tmp` (not when the helper mounted a shared one).
     mount_tmp: bool,
 }
@@ -1132,6 +1169,11 @@ impl ActionChild<'_> {
         // The helper may have died before PDEATHSIG was armed: its lifeline tells.
         // SAFETY: closing G's inherited copy of the lifeline's write end, which nothing else in G uses.
         unsafe { libc::close(self.life_w) };
+        if let Some(fd) = self.other_end {
+            // SAFETY: G's inherited copy of the other tree's channel end,
+            // which nothing in this tree uses.
+            unsafe { libc::close(fd) };
+        }
         let mut pfd = libc::pollfd {
             fd: self.life_r,
             events: libc::POLLIN,

@@ -214,6 +214,26 @@ impl Observation {
     }
 }
 
+/// A path a sandbox wrote (see [`Sandbox::written_paths`]).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct PathChange {
+    /// Relative to `/workspace`.
+    pub path: String,
+    /// Whether the base snapshot had it.
+    pub kind: ChangeKind,
+}
+
+/// How a written path relates to the base snapshot.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ChangeKind {
+    /// New.
+    Added,
+    /// Present in the base snapshot and written (possibly back to what it was).
+    Modified,
+    /// Present in the base snapshot and deleted.
+    Deleted,
+}
+
 /// The sandbox's private writable part.
 ///
 /// Invariant: for `Overlay`, `upper` and `work` are directories on the same
@@ -521,6 +541,38 @@ impl Sandbox {
         let id = self.hold(ObjectKind::Tree, bytes);
         self.delta_cache = Some((tree.clone(), id));
         Ok((tree, id))
+    }
+
+    /// Every workspace path written since the base snapshot, directories
+    /// aside. With the overlay backend that is every file copied up, even
+    /// one whose content was later put back as it was (so a write that is
+    /// undone again is still seen); with the copy backend, every path whose
+    /// content or metadata differs from the base.
+    ///
+    /// # Errors
+    /// Runtime faults reading the private layer or the lower chain.
+    pub fn written_paths(&mut self) -> Result<Vec<PathChange>> {
+        let (tree, _) = self.delta()?;
+        let mut lowers = Vec::with_capacity(self.layers.len());
+        for id in self.layers.iter().rev() {
+            lowers.push(self.runtime.layer_index(id)?);
+        }
+        let mut out = Vec::new();
+        for e in &tree.entries {
+            let below = lower_entry(&lowers, &e.path);
+            let kind = match (&e.kind, below) {
+                (EntryKind::Dir { opaque: false }, _) => continue,
+                (EntryKind::Whiteout, None) => continue,
+                (EntryKind::Whiteout, Some(_)) => ChangeKind::Deleted,
+                (_, Some(_)) => ChangeKind::Modified,
+                (_, None) => ChangeKind::Added,
+            };
+            out.push(PathChange {
+                path: e.path.clone(),
+                kind,
+            });
+        }
+        Ok(out)
     }
 
     fn file(&mut self, op: FileOp) -> Result<FileResult> {

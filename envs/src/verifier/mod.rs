@@ -5,14 +5,22 @@
 //! snapshot, and imports the hidden checks, with the trusted runner, as a
 //! separate single-layer snapshot. Both are tagged by a hash of the task's
 //! files, so they are made once per store. The checks snapshot is never part
-//! of any agent's sandbox: the verifier binds it read-only at `/verifier` into
-//! a fresh fork of the episode's final snapshot, for the one action that runs
-//! the checks, after resetting the session (nothing the agent exported reaches
-//! it), and decides from the runner's nonce-tagged result line alone.
+//! of any agent's sandbox. To grade, the verifier forks the episode's final
+//! snapshot, resets the session (nothing the agent exported reaches the
+//! checks), and runs the checks as a paired action across a process boundary
+//! ([`checks`]): a trusted runner that holds the checks and never runs
+//! workspace code, and a subject process that runs the code under test. The
+//! reward depends only on the trusted runner's nonce-tagged result line, the
+//! state diff, and the static analysis of the agent's changes
+//! ([`integrity`]).
+
+mod checks;
+mod constraints;
+pub mod integrity;
+mod recheck;
 
 use std::collections::BTreeMap;
 use std::path::Path;
-use std::sync::OnceLock;
 use std::time::Instant;
 
 use arbor_rollout::env::{
@@ -24,66 +32,22 @@ use arbor_rollout::{
     Episode, StepResult, Verdict,
 };
 use arbor_runtime::layer::{self, MergedView};
-use arbor_runtime::sandbox::ReadOnlyMount;
+use arbor_runtime::sandbox::ChangeKind;
 use arbor_runtime::store::object::{EntryKind, ExitStatus};
 use arbor_runtime::{ExecOptions, Runtime, Sandbox, SandboxError, Snapshot};
-use serde::Deserialize;
 
-use crate::task::{Backend, CandidateLabel, Globs, TaskSpec};
+pub use checks::{VERIFIER_SITE_ENV, verifier_site};
+pub(crate) use constraints::path_violations;
+pub use constraints::shadows_stdlib;
+pub use recheck::recheck;
 
-/// The trusted check runner, placed at `/verifier/.arbor/runner.py`.
-pub const RUNNER: &str = include_str!("runner.py");
-
-/// Python module names of the standard library (a workspace file at the top
-/// level with one of these names would shadow it).
-const STDLIB_MODULES: &str = include_str!("stdlib_modules.txt");
-
-/// How the checks are started: a trusted interpreter, isolated (`-I`), no
-/// `site` (`-S`), no bytecode (`-B`).
-const PYTHON: &str = "/usr/bin/python3 -I -S -B /verifier/.arbor/runner.py";
-
-/// Name of the nonce file the runner reads and deletes before any workspace code runs.
-const NONCE_FILE: &str = ".arbor-verifier-nonce";
+use crate::task::{Backend, CandidateLabel, TaskSpec};
 
 /// Bytes of an action's output kept in an observation.
 const OBSERVATION_BYTES: usize = 8 << 10;
 
 /// Version of the preparation format; part of the cache key.
-const PREPARE_VERSION: &str = "arbor-task-v1";
-
-/// Grader hooks: added or changed, any of these breaks a hard constraint.
-const HOOK_GLOBS: &[&str] = &[
-    "**/conftest.py",
-    "**/sitecustomize.py",
-    "**/usercustomize.py",
-    "**/*.pth",
-    "**/entry_points.txt",
-    "**/pytest.ini",
-    "**/.pytest_cache",
-    "**/.pytest_cache/**",
-    "**/junit*.xml",
-    "**/test-results*",
-    "**/test_results*",
-    "**/results.json",
-    "**/.arbor*",
-    "**/.arbor*/**",
-];
-
-fn hooks() -> &'static Globs {
-    static HOOKS: OnceLock<Globs> = OnceLock::new();
-    HOOKS.get_or_init(|| {
-        let patterns: Vec<String> = HOOK_GLOBS.iter().map(|s| (*s).to_owned()).collect();
-        Globs::new(&patterns).expect("the built-in hook globs parse")
-    })
-}
-
-/// Whether `path` (a workspace path) would shadow a standard-library module:
-/// `json.py` or `json/` at the top level, where the workspace is on `sys.path`.
-pub fn shadows_stdlib(path: &str) -> bool {
-    let top = path.split('/').next().unwrap_or(path);
-    let name = top.strip_suffix(".py").unwrap_or(top);
-    STDLIB_MODULES.lines().any(|m| m == name) && (top.ends_with(".py") || path.contains('/'))
-}
+const PREPARE_VERSION: &str = "arbor-task-v2";
 
 /// A task ready to run: its root snapshot, its checks snapshot and the ids of
 /// its hidden checks.
@@ -93,29 +57,13 @@ pub struct TaskEnv {
     runtime: Runtime,
     root: Snapshot,
     checks: Snapshot,
+    /// The checks that decide the reward: the task's listed ids, else every
+    /// check the runner discovered (empty when listing failed).
     check_ids: Vec<String>,
+    /// Why the hidden checks could not be listed (every verdict is then 0
+    /// and says so).
+    list_problem: Option<String>,
     candidates: Vec<AgentAction>,
-}
-
-#[derive(Deserialize)]
-struct ListedIds {
-    ids: Vec<String>,
-}
-
-#[derive(Deserialize)]
-struct RunnerResult {
-    tests: Vec<RunnerTest>,
-    tampered: Vec<String>,
-    lint: Vec<String>,
-}
-
-#[derive(Deserialize)]
-struct RunnerTest {
-    id: String,
-    outcome: String,
-    detail: String,
-    #[serde(default)]
-    asserts: Vec<serde_json::Value>,
 }
 
 impl TaskEnv {
@@ -147,37 +95,30 @@ impl TaskEnv {
             Some(id) => runtime.snapshot(&id)?,
             None => {
                 let tmp = tempfile::tempdir().map_err(|e| task_err(format!("tempdir: {e}")))?;
-                copy_checks(&spec.checks, tmp.path()).map_err(&task_err)?;
+                checks::write_checks_dir(&spec, tmp.path()).map_err(&task_err)?;
                 runtime.import(tmp.path(), Some(&checks_tag))?
             }
         };
-        let mut sb = root.open()?;
-        sb.reset_session();
-        let mut opts = ExecOptions::with_timeout_ms(spec.checks_timeout_ms);
-        opts.mounts = vec![ReadOnlyMount::new(&checks, "verifier")?];
-        let obs = sb.exec(&format!("{PYTHON} list"), &opts)?;
-        drop(sb);
-        if obs.code() != Some(0) {
-            return Err(task_err(format!(
-                "listing the hidden checks failed ({}): {}",
-                describe_exit(&obs.exit),
-                String::from_utf8_lossy(&obs.stderr).trim()
-            )));
-        }
-        let listed: ListedIds = serde_json::from_slice(&obs.stdout)
-            .map_err(|e| task_err(format!("the runner's list output is not JSON: {e}")))?;
-        if listed.ids.is_empty() {
-            return Err(task_err(
-                "the hidden checks define no test method (class with test* methods)".to_owned(),
-            ));
-        }
+        let listed = spec.check_config.listed_ids();
+        let (check_ids, list_problem) = if listed.is_empty() {
+            let mut sb = root.open()?;
+            sb.reset_session();
+            match checks::list(&mut sb, &checks, spec.checks_timeout_ms) {
+                Ok(ids) => (ids, None),
+                Err(Ok(problem)) => (Vec::new(), Some(problem)),
+                Err(Err(e)) => return Err(e.into()),
+            }
+        } else {
+            (listed, None)
+        };
         let candidates = shuffled_candidates(&spec);
         Ok(Self {
             spec,
             runtime: runtime.clone(),
             root,
             checks,
-            check_ids: listed.ids,
+            check_ids,
+            list_problem,
             candidates,
         })
     }
@@ -302,67 +243,44 @@ impl TaskEnv {
         })
     }
 
-    fn run_checks(
-        &self,
-        sb: &mut Sandbox,
-        python_files: &[String],
-    ) -> Result<(TaskOutcome, Vec<String>, Vec<String>), SandboxError> {
-        let nonce = hex::encode(nonce_bytes());
+    /// Run the hidden checks in `sb` and judge every check that decides
+    /// the reward.
+    fn run_checks(&self, sb: &mut Sandbox) -> Result<TaskOutcome, SandboxError> {
         let mut outcome = TaskOutcome {
             checks_total: self.check_ids.len(),
             ..TaskOutcome::default()
         };
-        match sb.write_file(NONCE_FILE, nonce.as_bytes(), 0o600) {
-            Ok(()) => {}
-            Err(SandboxError::File(m)) => {
-                outcome.problem =
-                    Some(format!("the final state refuses the verifier's files: {m}"));
-                return Ok((outcome, Vec::new(), Vec::new()));
+        if let Some(problem) = &self.list_problem {
+            outcome.problem = Some(problem.clone());
+            return Ok(outcome);
+        }
+        let result = match checks::run(sb, &self.checks, self.spec.checks_timeout_ms)? {
+            Ok(r) => r,
+            Err(why) => {
+                outcome.problem = Some(why);
+                return Ok(outcome);
             }
-            Err(e) => return Err(e),
-        }
-        let mut opts = ExecOptions::with_timeout_ms(self.spec.checks_timeout_ms);
-        opts.mounts = vec![ReadOnlyMount::new(&self.checks, "verifier")?];
-        let mut cmd = format!("exec {PYTHON} run /workspace/{NONCE_FILE}");
-        for f in python_files {
-            cmd.push(' ');
-            cmd.push_str(&shell_quote(f));
-        }
-        let obs = sb.exec(&cmd, &opts)?;
-        let prefix = format!("ARBOR-RESULT {nonce} ");
-        let stdout = String::from_utf8_lossy(&obs.stdout);
-        let lines: Vec<&str> = stdout
-            .lines()
-            .filter_map(|l| l.strip_prefix(&prefix))
-            .collect();
-        let parsed: Option<RunnerResult> = match lines.as_slice() {
-            [one] => serde_json::from_str(one).ok(),
-            _ => None,
         };
-        let Some(result) = parsed else {
-            let why = match obs.exit {
-                ExitStatus::Timeout => "the checks timed out".to_owned(),
-                ref e => format!(
-                    "no result from the check runner ({}): {}",
-                    describe_exit(e),
-                    tail(&String::from_utf8_lossy(&obs.stderr), 400)
-                ),
-            };
-            outcome.problem = Some(why);
-            return Ok((outcome, Vec::new(), Vec::new()));
-        };
-        let by_id: BTreeMap<&str, &RunnerTest> =
+        if let Some(problem) = &result.problem {
+            outcome.problem = Some(problem.clone());
+        }
+        let by_id: BTreeMap<&str, &checks::RunnerTest> =
             result.tests.iter().map(|t| (t.id.as_str(), t)).collect();
+        let semantics = self.spec.check_config.semantics;
         for id in &self.check_ids {
-            let result = match by_id.get(id.as_str()) {
-                Some(t) if t.outcome == "pass" => recheck(&t.asserts)
-                    .map_err(|why| format!("the verifier's own comparison failed: {why}")),
-                Some(t) => Err(t.detail.clone()),
-                None => Err("not reported by the runner".to_owned()),
+            let verdict = match by_id.get(id.as_str()) {
+                Some(t) => checks::judge(t, semantics),
+                None => match checks::module_error(&result.tests, id) {
+                    Some(t) => Err(t.detail.clone()),
+                    None => Err(match &result.subject {
+                        Some(why) => format!("not reported by the runner ({why})"),
+                        None => "not reported by the runner".to_owned(),
+                    }),
+                },
             };
-            outcome.record(id.clone(), result);
+            outcome.record(id.clone(), verdict);
         }
-        Ok((outcome, result.tampered, result.lint))
+        Ok(outcome)
     }
 
     fn verify_inner(
@@ -384,25 +302,22 @@ impl TaskEnv {
         let mut sb = last_snap.open()?;
         sb.reset_session();
         let mut quality = self.quality(&mut sb, &base, &last)?;
-        let d = layer::diff(&base, &last);
-        let python_files: Vec<String> = d
-            .added
-            .iter()
-            .chain(&d.modified)
-            .filter(|p| p.ends_with(".py"))
-            .filter(|p| {
-                matches!(
-                    last.entries.get(*p).map(|e| &e.kind),
-                    Some(EntryKind::File { .. })
-                )
-            })
-            .cloned()
-            .collect();
+        let (static_violations, syntax) = integrity::analyse_changes(
+            store,
+            &self.spec,
+            &base,
+            &last,
+            &root_snap.manifest().layers,
+            &last_snap.manifest().layers,
+        )
+        .map_err(SandboxError::from)?;
+        hard.violations.extend(static_violations);
+        quality.lint_errors = syntax;
         process.verify_setup_ms = millis(t0);
         let t1 = Instant::now();
-        let (task, tampered, lint) = self.run_checks(&mut sb, &python_files)?;
+        let task = self.run_checks(&mut sb)?;
         process.verify_checks_ms = millis(t1);
-        quality.lint_errors = lint;
+        let tampered = self.written_during_checks(&mut sb)?;
         if !tampered.is_empty() {
             hard.violations.push(Violation {
                 kind: ViolationKind::Tampering,
@@ -411,7 +326,29 @@ impl TaskEnv {
         }
         Ok(Verdict::graded(hard, task, quality, process.clone()))
     }
+
+    /// Files of the final state that were written (even if put back) or
+    /// deleted while the checks ran: the code under test changing what the
+    /// checks read. New files (a program's output) and by-products are
+    /// fine.
+    fn written_during_checks(&self, sb: &mut Sandbox) -> Result<Vec<String>, SandboxError> {
+        Ok(sb
+            .written_paths()?
+            .into_iter()
+            .filter(|c| c.kind != ChangeKind::Added)
+            .filter(|c| {
+                !self.spec.byproducts.matches(&c.path)
+                    && !CHECK_BYPRODUCTS.contains(&c.path.as_str())
+            })
+            .map(|c| c.path)
+            .take(20)
+            .collect())
+    }
 }
+
+/// Files the checks' own programs legitimately rewrite (git refreshes its
+/// index on `git status`).
+const CHECK_BYPRODUCTS: &[&str] = &[".git/index"];
 
 impl TaskEnv {
     /// The fault of being handed another backend's state.
@@ -559,247 +496,6 @@ pub(crate) fn reference_solution(spec: &TaskSpec) -> Vec<AgentAction> {
     }
 }
 
-/// The hard-constraint violations of a workspace change from `base` to
-/// `last`: grader hooks and modules shadowing the standard library added or
-/// changed, paths outside `allow` (and the by-products) changed.
-pub(crate) fn path_violations(
-    spec: &TaskSpec,
-    base: &MergedView,
-    last: &MergedView,
-) -> Vec<Violation> {
-    let mut violations = Vec::new();
-    let d = layer::diff(base, last);
-    let is_dir = |path: &str| {
-        matches!(
-            base.entries.get(path).map(|e| &e.kind),
-            Some(EntryKind::Dir { .. })
-        ) || matches!(
-            last.entries.get(path).map(|e| &e.kind),
-            Some(EntryKind::Dir { .. })
-        )
-    };
-    let changed: Vec<(&str, &String)> = d
-        .added
-        .iter()
-        .map(|p| ("added", p))
-        .chain(d.modified.iter().map(|p| ("modified", p)))
-        .chain(d.deleted.iter().map(|p| ("deleted", p)))
-        .collect();
-    let ok_file = |p: &str| spec.allow.matches(p) || spec.byproducts.matches(p);
-    for (how, path) in &changed {
-        let path = path.as_str();
-        if *how != "deleted" && (hooks().matches(path) || shadows_stdlib(path)) {
-            violations.push(Violation {
-                kind: ViolationKind::GraderHook,
-                detail: format!("{path} {how}"),
-            });
-            continue;
-        }
-        if ok_file(path) {
-            continue;
-        }
-        if is_dir(path) {
-            // A directory is judged by what changed inside it: fine when
-            // it was only modified in place (its children are judged on
-            // their own), or when an allowed change lies beneath it.
-            let prefix = format!("{path}/");
-            let covers = *how == "modified"
-                || changed
-                    .iter()
-                    .any(|(_, p)| p.starts_with(&prefix) && ok_file(p))
-                || spec.allow.patterns().iter().any(|g| g.starts_with(&prefix));
-            if covers {
-                continue;
-            }
-        }
-        let kind = if spec.protected.matches(path) {
-            ViolationKind::ProtectedChanged
-        } else {
-            ViolationKind::OutsideAllowed
-        };
-        violations.push(Violation {
-            kind,
-            detail: format!("{path} {how}"),
-        });
-    }
-    violations
-}
-
-/// Re-evaluate a passing test's recorded assertions here, in the verifier
-/// process: the runner only serialises the values (canonical plain data), so
-/// a passing test stands only if every comparison it made holds here too,
-/// whatever the agent's code did to the interpreter. A passing test must
-/// have recorded at least one assertion.
-pub fn recheck(asserts: &[serde_json::Value]) -> Result<(), String> {
-    if asserts.is_empty() {
-        return Err("the test recorded no assertion".to_owned());
-    }
-    for (i, a) in asserts.iter().enumerate() {
-        let ok = eval_assert(a).map_err(|e| format!("assertion {i}: {e}"))?;
-        if !ok {
-            let text = a.to_string();
-            let short: String = text.chars().take(200).collect();
-            return Err(format!("assertion {i} does not hold: {short}"));
-        }
-    }
-    Ok(())
-}
-
-fn eval_assert(a: &serde_json::Value) -> Result<bool, String> {
-    use serde_json::Value;
-    let parts = a.as_array().ok_or("not an array")?;
-    let op = parts
-        .first()
-        .and_then(Value::as_str)
-        .ok_or("no operation")?;
-    let arg = |i: usize| {
-        parts
-            .get(i)
-            .ok_or_else(|| format!("{op}: missing operand {i}"))
-    };
-    Ok(match op {
-        "eq" => canon_eq(arg(1)?, arg(2)?)?,
-        "ne" => !canon_eq(arg(1)?, arg(2)?)?,
-        "true" => canon_eq(arg(1)?, &serde_json::json!(["bool", true]))?,
-        "false" => canon_eq(arg(1)?, &serde_json::json!(["bool", false]))?,
-        "in" | "notin" => {
-            let found = canon_contains(arg(2)?, arg(1)?)?;
-            if op == "in" { found } else { !found }
-        }
-        "near" => {
-            let (x, y) = (canon_number(arg(1)?)?, canon_number(arg(2)?)?);
-            let tol = canon_number(arg(3)?)?;
-            x == y || (x - y).abs() <= tol
-        }
-        "lt" | "le" | "gt" | "ge" => {
-            let (x, y) = (canon_number(arg(1)?)?, canon_number(arg(2)?)?);
-            match op {
-                "lt" => x < y,
-                "le" => x <= y,
-                "gt" => x > y,
-                _ => x >= y,
-            }
-        }
-        "raises" => true,
-        "overflow" => return Err("too much recorded data to verify".to_owned()),
-        other => return Err(format!("unknown operation {other:?}")),
-    })
-}
-
-/// A canonical value's tag and payload.
-fn canon_parts(v: &serde_json::Value) -> Result<(&str, Option<&serde_json::Value>), String> {
-    let arr = v
-        .as_array()
-        .ok_or_else(|| format!("not a canonical value: {v}"))?;
-    let tag = arr
-        .first()
-        .and_then(serde_json::Value::as_str)
-        .ok_or_else(|| format!("not a canonical value: {v}"))?;
-    Ok((tag, arr.get(1)))
-}
-
-fn canon_number(v: &serde_json::Value) -> Result<f64, String> {
-    match canon_parts(v)? {
-        ("int" | "float", Some(serde_json::Value::String(s))) => {
-            s.parse::<f64>().map_err(|e| format!("{s:?}: {e}"))
-        }
-        _ => Err(format!("not a number: {v}")),
-    }
-}
-
-/// Equality of canonical values: same type, same value (floats numerically).
-fn canon_eq(a: &serde_json::Value, b: &serde_json::Value) -> Result<bool, String> {
-    let (ta, pa) = canon_parts(a)?;
-    let (tb, pb) = canon_parts(b)?;
-    if ta != tb {
-        return Ok(false);
-    }
-    match ta {
-        "float" => {
-            let (x, y) = (canon_number(a)?, canon_number(b)?);
-            Ok(x == y || (x.is_nan() && y.is_nan()))
-        }
-        "list" | "tuple" | "set" | "frozenset" => {
-            let (xs, ys) = (as_items(pa)?, as_items(pb)?);
-            if xs.len() != ys.len() {
-                return Ok(false);
-            }
-            for (x, y) in xs.iter().zip(ys) {
-                if !canon_eq(x, y)? {
-                    return Ok(false);
-                }
-            }
-            Ok(true)
-        }
-        "dict" => {
-            let (xs, ys) = (as_items(pa)?, as_items(pb)?);
-            if xs.len() != ys.len() {
-                return Ok(false);
-            }
-            for (x, y) in xs.iter().zip(ys) {
-                let (kx, ky) = (as_items(Some(x))?, as_items(Some(y))?);
-                if kx.len() != 2 || ky.len() != 2 {
-                    return Err("a dict entry is not a pair".to_owned());
-                }
-                if !canon_eq(&kx[0], &ky[0])? || !canon_eq(&kx[1], &ky[1])? {
-                    return Ok(false);
-                }
-            }
-            Ok(true)
-        }
-        _ => Ok(pa == pb),
-    }
-}
-
-fn as_items(v: Option<&serde_json::Value>) -> Result<&Vec<serde_json::Value>, String> {
-    v.and_then(serde_json::Value::as_array)
-        .ok_or_else(|| "a container without items".to_owned())
-}
-
-fn canon_contains(
-    container: &serde_json::Value,
-    member: &serde_json::Value,
-) -> Result<bool, String> {
-    let (tag, payload) = canon_parts(container)?;
-    match tag {
-        "str" | "bytes" => {
-            let (mt, mp) = canon_parts(member)?;
-            if mt != tag {
-                return Err("substring test needs text on both sides".to_owned());
-            }
-            let hay = payload
-                .and_then(serde_json::Value::as_str)
-                .unwrap_or_default();
-            let needle = mp.and_then(serde_json::Value::as_str).unwrap_or_default();
-            if tag == "bytes" {
-                // Hex pairs: search on byte boundaries.
-                Ok(hay.len() >= needle.len()
-                    && (0..=hay.len() - needle.len())
-                        .step_by(2)
-                        .any(|i| &hay[i..i + needle.len()] == needle))
-            } else {
-                Ok(hay.contains(needle))
-            }
-        }
-        "dict" => {
-            for pair in as_items(payload)? {
-                if canon_eq(&as_items(Some(pair))?[0], member)? {
-                    return Ok(true);
-                }
-            }
-            Ok(false)
-        }
-        _ => {
-            for item in as_items(payload)? {
-                if canon_eq(item, member)? {
-                    return Ok(true);
-                }
-            }
-            Ok(false)
-        }
-    }
-}
-
 /// The violation of an episode of `steps` actions past the task's step limit.
 pub(crate) fn step_limit_violation(limits: &EnvLimits, steps: usize) -> Option<Violation> {
     (steps > limits.max_steps).then(|| Violation {
@@ -895,7 +591,15 @@ pub(crate) fn runtime_err(e: arbor_runtime::store::StoreError) -> EnvError {
 fn content_key(spec: &TaskSpec) -> Result<String, String> {
     let mut h = blake3::Hasher::new();
     h.update(PREPARE_VERSION.as_bytes());
-    h.update(RUNNER.as_bytes());
+    for part in [
+        checks::TRUSTED,
+        checks::RUNNER,
+        checks::BOUNDARY,
+        checks::STRICT,
+        checks::SUBJECT,
+    ] {
+        h.update(part.as_bytes());
+    }
     let toml = std::fs::read(spec.dir.join("task.toml")).map_err(|e| format!("task.toml: {e}"))?;
     h.update(&toml);
     for (label, dir) in [("workspace", &spec.workspace), ("checks", &spec.checks)] {
@@ -940,33 +644,6 @@ pub(crate) fn hash_dir(h: &mut blake3::Hasher, root: &Path, dir: &Path) -> Resul
     Ok(())
 }
 
-/// The checks folder plus the runner at `.arbor/runner.py`.
-fn copy_checks(src: &Path, dst: &Path) -> Result<(), String> {
-    copy_tree(src, dst)?;
-    let arbor = dst.join(".arbor");
-    std::fs::create_dir_all(&arbor).map_err(|e| format!("{}: {e}", arbor.display()))?;
-    std::fs::write(arbor.join("runner.py"), RUNNER).map_err(|e| format!("runner.py: {e}"))
-}
-
-fn copy_tree(src: &Path, dst: &Path) -> Result<(), String> {
-    std::fs::create_dir_all(dst).map_err(|e| format!("{}: {e}", dst.display()))?;
-    for e in std::fs::read_dir(src).map_err(|e| format!("{}: {e}", src.display()))? {
-        let e = e.map_err(|e| e.to_string())?;
-        let from = e.path();
-        let to = dst.join(e.file_name());
-        let meta =
-            std::fs::symlink_metadata(&from).map_err(|e| format!("{}: {e}", from.display()))?;
-        if meta.is_dir() {
-            if e.file_name() != "__pycache__" {
-                copy_tree(&from, &to)?;
-            }
-        } else if meta.is_file() {
-            std::fs::copy(&from, &to).map_err(|e| format!("{}: {e}", from.display()))?;
-        }
-    }
-    Ok(())
-}
-
 fn agent_ms(steps: &[EpisodeStep]) -> u64 {
     steps.iter().map(|s| s.duration_us).sum::<u64>() / 1000
 }
@@ -988,10 +665,6 @@ pub(crate) fn nonce_bytes() -> [u8; 16] {
         b.copy_from_slice(&h.finalize().as_bytes()[..16]);
     }
     b
-}
-
-fn shell_quote(s: &str) -> String {
-    format!("'{}'", s.replace('\'', "'\\''"))
 }
 
 pub(crate) fn cap(mut s: String) -> String {
@@ -1043,85 +716,6 @@ pub(crate) fn line_changes(old: &[u8], new: &[u8]) -> usize {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn stdlib_shadowing_is_recognised_at_the_top_level_only() {
-        assert!(shadows_stdlib("json.py"));
-        assert!(shadows_stdlib("unittest/__init__.py"));
-        assert!(!shadows_stdlib("pkg/json.py"));
-        assert!(!shadows_stdlib("mymodule.py"));
-        assert!(
-            !shadows_stdlib("json"),
-            "a file without .py is not a module"
-        );
-    }
-
-    #[test]
-    fn hooks_match_anywhere() {
-        for p in [
-            "conftest.py",
-            "a/b/conftest.py",
-            "x.pth",
-            "sitecustomize.py",
-            ".pytest_cache/v",
-            "junit-report.xml",
-            ".arbor-verifier-nonce",
-        ] {
-            assert!(hooks().matches(p), "{p}");
-        }
-        for p in ["src/app.py", "tests/test_app.py", "README.md"] {
-            assert!(!hooks().matches(p), "{p}");
-        }
-    }
-
-    #[test]
-    fn recorded_assertions_are_rechecked_here() {
-        use serde_json::json;
-        let i = |n: i64| json!(["int", n.to_string()]);
-        let f = |x: &str| json!(["float", x]);
-        let ok = |a: serde_json::Value| recheck(&[a]).is_ok();
-        assert!(ok(json!(["eq", i(3), i(3)])));
-        assert!(!ok(json!(["eq", i(3), i(4)])));
-        assert!(
-            !ok(json!(["eq", i(1), f("1.0")])),
-            "int and float differ, as in the runner"
-        );
-        assert!(ok(json!(["eq", f("0.0"), f("-0.0")])));
-        assert!(ok(json!(["eq", f("nan"), f("nan")])));
-        assert!(ok(json!([
-            "near",
-            f("0.30000000000000004"),
-            f("0.3"),
-            f("5e-08")
-        ])));
-        assert!(!ok(json!(["near", f("0.31"), f("0.3"), f("5e-08")])));
-        assert!(ok(json!(["lt", i(2), f("2.5")])));
-        assert!(!ok(json!(["ge", i(2), f("2.5")])));
-        let list = json!(["list", [i(1), ["str", "a"]]]);
-        assert!(ok(json!(["eq", list, list])));
-        assert!(ok(json!(["in", ["str", "a"], list])));
-        assert!(ok(json!(["notin", ["str", "b"], list])));
-        assert!(ok(json!(["in", ["str", "ell"], ["str", "hello"]])));
-        assert!(ok(json!([
-            "in",
-            ["bytes", "6c6c"],
-            ["bytes", "68656c6c6f"]
-        ])));
-        assert!(
-            !ok(json!(["in", ["bytes", "56"], ["bytes", "6565"]])),
-            "byte boundaries"
-        );
-        let d = json!(["dict", [[["str", "k"], i(1)]]]);
-        assert!(ok(json!(["in", ["str", "k"], d])));
-        assert!(ok(json!(["true", ["bool", true]])));
-        assert!(!ok(json!(["true", i(1)])));
-        assert!(
-            recheck(&[]).is_err(),
-            "a passing test must have asserted something"
-        );
-        assert!(recheck(&[json!(["overflow"])]).is_err());
-        assert!(recheck(&[json!(["eq", "junk", i(1)])]).is_err());
-    }
 
     #[test]
     fn line_changes_count_insertions_and_deletions() {

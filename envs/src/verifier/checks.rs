@@ -1,0 +1,380 @@
+//! Running a native task's hidden checks across the verifier's process
+//! boundary.
+//!
+//! One verification is one *paired action* (see
+//! `arbor_runtime::sandbox::protocol::PeerRequest`) in a throwaway fork of
+//! the final snapshot:
+//!
+//! ```text
+//! helper
+//!  ├─ trusted runner   python3 -I -S -B $ARBOR_CHECKS/.arbor/trusted.py run
+//!  │                   sees the checks at /verifier/<random>, the nonce, the
+//!  │                   budget; never imports or runs workspace code
+//!  └─ subject          python3 -I -S -B -c BOOTSTRAP (the code under test)
+//!                      no /verifier, no nonce; reads its program from fd 3
+//!     (fd 3 ⇄ fd 3: the only channel; /workspace and /tmp are shared)
+//! ```
+//!
+//! The checks snapshot is the task's checks folder plus `.arbor/`: the
+//! trusted runner and its libraries (trusted.py, arbor_boundary.py,
+//! arbor_strict.py), the subject's program (subject.py), the task's check
+//! configuration (config.json), and for pytest tasks the trusted site with
+//! pytest (`site/`). The verdict is read from the trusted runner's one
+//! nonce-tagged result line.
+
+use std::path::{Path, PathBuf};
+
+use arbor_rollout::env::describe_exit;
+use arbor_runtime::sandbox::ReadOnlyMount;
+use arbor_runtime::store::object::ExitStatus;
+use arbor_runtime::{ExecOptions, PeerCommand, Sandbox, SandboxError, Snapshot};
+use serde::Deserialize;
+
+use crate::task::{CheckRunner, Semantics, TaskSpec};
+
+/// The trusted runner's entry point (main program of the verifier's paired action).
+pub const TRUSTED: &str = include_str!("trusted.py");
+/// The trusted runner proper.
+pub const RUNNER: &str = include_str!("runner.py");
+/// The trusted side of the boundary: channel, codec, proxies, routing.
+pub const BOUNDARY: &str = include_str!("boundary.py");
+/// Strict assertions of the bundled families.
+pub const STRICT: &str = include_str!("strict.py");
+/// The subject's program (sent over the channel, never on its disk).
+pub const SUBJECT: &str = include_str!("subject.py");
+
+/// What the subject runs: read its program from fd 3 and run it in a
+/// namespace of its own (in no module table).
+pub const SUBJECT_BOOTSTRAP: &str = r#"import os
+def _arbor_boot():
+    def r(n):
+        b = b''
+        while len(b) < n:
+            c = os.read(3, n - len(b))
+            if not c:
+                os._exit(3)
+            b += c
+        return b
+    src = r(int.from_bytes(r(4), 'big'))
+    if src[:1] == b'M':
+        import marshal
+        code = marshal.loads(src[1:])
+    else:
+        code = compile(src[1:], '<arbor-subject>', 'exec')
+    exec(code, {'__name__': 'arbor_subject', '__builtins__': __builtins__})
+_arbor_boot()
+"#;
+
+/// The interpreter both sides run: isolated (`-I`), no `site` (`-S`), no
+/// bytecode (`-B`).
+const PYTHON: &str = "/usr/bin/python3 -I -S -B";
+
+/// The environment variable that names a directory holding pytest (and
+/// its dependencies) for the checks' trusted environment.
+pub const VERIFIER_SITE_ENV: &str = "ARBOR_VERIFIER_SITE";
+
+/// Packages copied into the trusted site of a pytest task.
+const PYTEST_PACKAGES: &[&str] = &[
+    "pytest",
+    "_pytest",
+    "pluggy",
+    "iniconfig",
+    "packaging",
+    "py.py",
+    "exceptiongroup",
+    "tomli",
+];
+
+/// The runner's verdict line, decoded.
+#[derive(Debug, Deserialize)]
+pub(crate) struct RunnerResult {
+    pub tests: Vec<RunnerTest>,
+    #[serde(default)]
+    pub problem: Option<String>,
+    /// Why the subject became unusable, if it did.
+    #[serde(default)]
+    pub subject: Option<String>,
+}
+
+/// One check's outcome as the runner reports it.
+#[derive(Debug, Deserialize)]
+pub(crate) struct RunnerTest {
+    pub id: String,
+    /// `pass`, `fail`, `error`, `skip`, `xfail` or `xpass`.
+    pub outcome: String,
+    pub detail: String,
+    /// Strict mode: the recorded comparisons (see `recheck`).
+    #[serde(default)]
+    pub asserts: Option<Vec<serde_json::Value>>,
+}
+
+#[derive(Deserialize)]
+struct ListedIds {
+    ids: Vec<String>,
+}
+
+/// The configuration the trusted runner reads (`.arbor/config.json`).
+fn config_json(spec: &TaskSpec) -> String {
+    let c = &spec.check_config;
+    serde_json::json!({
+        "runner": c.runner.to_string(),
+        "mode": c.semantics.to_string(),
+        "roots": c.roots,
+        "ids": c.listed_ids(),
+        "pytest_ini": c.pytest_ini,
+    })
+    .to_string()
+}
+
+/// Write the checks snapshot's directory: the task's checks folder plus
+/// `.arbor/` (see the module docs).
+///
+/// # Errors
+/// A message naming the file that could not be copied or written, or the
+/// missing trusted site of a pytest task.
+pub(crate) fn write_checks_dir(spec: &TaskSpec, dst: &Path) -> Result<(), String> {
+    copy_tree(&spec.checks, dst)?;
+    let arbor = dst.join(".arbor");
+    std::fs::create_dir_all(&arbor).map_err(|e| format!("{}: {e}", arbor.display()))?;
+    for (name, text) in [
+        ("trusted.py", TRUSTED),
+        ("arbor_runner.py", RUNNER),
+        ("arbor_boundary.py", BOUNDARY),
+        ("arbor_strict.py", STRICT),
+        ("subject.py", SUBJECT),
+    ] {
+        std::fs::write(arbor.join(name), text).map_err(|e| format!("{name}: {e}"))?;
+    }
+    std::fs::write(arbor.join("config.json"), config_json(spec))
+        .map_err(|e| format!("config.json: {e}"))?;
+    precompile(&arbor);
+    if spec.check_config.runner == CheckRunner::Pytest {
+        let site = verifier_site()?;
+        let dst_site = arbor.join("site");
+        for name in PYTEST_PACKAGES {
+            let src = site.join(name);
+            if src.is_dir() {
+                copy_tree(&src, &dst_site.join(name))?;
+            } else if src.is_file() {
+                std::fs::create_dir_all(&dst_site).map_err(|e| e.to_string())?;
+                std::fs::copy(&src, dst_site.join(name))
+                    .map_err(|e| format!("{}: {e}", src.display()))?;
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Bytecode of the runner's modules and the subject's program, made by the
+/// system's `/usr/bin/python3` (the interpreter the sandbox runs), so a
+/// verification does not compile 3,000 lines of Python twice. Only Arbor's
+/// own embedded files are compiled, never a task's; unchecked hash-based
+/// `.pyc` files load whatever the files' times. Where it fails (no
+/// interpreter), the sources are used as they are.
+fn precompile(arbor: &Path) {
+    const SCRIPT: &str = r#"import importlib.util, marshal, py_compile, sys
+d = sys.argv[1]
+for name in ("arbor_runner", "arbor_boundary", "arbor_strict"):
+    py_compile.compile(f"{d}/{name}.py", doraise=True,
+                       invalidation_mode=py_compile.PycInvalidationMode.UNCHECKED_HASH)
+with open(f"{d}/subject.py") as f:
+    code = compile(f.read(), "<arbor-subject>", "exec")
+with open(f"{d}/subject.marshal", "wb") as f:
+    f.write(b"ARBOR " + importlib.util.MAGIC_NUMBER.hex().encode() + b"\n" + marshal.dumps(code))
+"#;
+    let _ = std::process::Command::new("/usr/bin/python3")
+        .args(["-I", "-S", "-c", SCRIPT])
+        .arg(arbor)
+        .env_clear()
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .status();
+}
+
+/// The directory holding pytest for the checks' trusted environment:
+/// `$ARBOR_VERIFIER_SITE`, else the project's `target/verifier-site` (what
+/// `.ci/prerequisites` fills), looked up from the running binary.
+///
+/// # Errors
+/// A message that says how to provide it.
+pub fn verifier_site() -> Result<PathBuf, String> {
+    let has_pytest = |d: &Path| d.join("pytest").is_dir() && d.join("_pytest").is_dir();
+    if let Some(dir) = std::env::var_os(VERIFIER_SITE_ENV) {
+        let dir = PathBuf::from(dir);
+        return if has_pytest(&dir) {
+            Ok(dir)
+        } else {
+            Err(format!(
+                "{VERIFIER_SITE_ENV}={} holds no pytest (pip install --target DIR pytest)",
+                dir.display()
+            ))
+        };
+    }
+    if let Ok(exe) = std::env::current_exe() {
+        for dir in exe.ancestors().skip(1) {
+            let candidate = dir.join("target/verifier-site");
+            if has_pytest(&candidate) {
+                return Ok(candidate);
+            }
+            if dir.file_name().is_some_and(|n| n == "target") {
+                let candidate = dir.join("verifier-site");
+                if has_pytest(&candidate) {
+                    return Ok(candidate);
+                }
+            }
+        }
+    }
+    Err(format!(
+        "pytest checks need a trusted site with pytest: run .ci/prerequisites (it fills \
+         target/verifier-site) or set {VERIFIER_SITE_ENV} to a directory made with \
+         `pip install --target DIR pytest`"
+    ))
+}
+
+fn copy_tree(src: &Path, dst: &Path) -> Result<(), String> {
+    std::fs::create_dir_all(dst).map_err(|e| format!("{}: {e}", dst.display()))?;
+    for e in std::fs::read_dir(src).map_err(|e| format!("{}: {e}", src.display()))? {
+        let e = e.map_err(|e| e.to_string())?;
+        let from = e.path();
+        let to = dst.join(e.file_name());
+        let meta =
+            std::fs::symlink_metadata(&from).map_err(|e| format!("{}: {e}", from.display()))?;
+        if meta.is_dir() {
+            if e.file_name() != "__pycache__" {
+                copy_tree(&from, &to)?;
+            }
+        } else if meta.is_file() {
+            std::fs::copy(&from, &to).map_err(|e| format!("{}: {e}", from.display()))?;
+        }
+    }
+    Ok(())
+}
+
+/// A paired action's command and options: the trusted runner in `mode`
+/// with the checks at a fresh random path, the subject beside it.
+fn paired(
+    checks: &Snapshot,
+    mode: &str,
+    timeout_ms: u64,
+    nonce: &str,
+) -> Result<(String, ExecOptions), SandboxError> {
+    let dir = hex::encode(&super::nonce_bytes()[..8]);
+    let mut opts = ExecOptions::with_timeout_ms(timeout_ms);
+    opts.mounts = vec![ReadOnlyMount::new(checks, &format!("verifier/{dir}"))?];
+    // The runner stops its own clock well before the action's, so that it
+    // can still report which checks the subject held up.
+    let budget = timeout_ms.saturating_mul(9) / 10;
+    opts.env = vec![
+        ("ARBOR_CHECKS".into(), format!("/verifier/{dir}")),
+        ("ARBOR_NONCE".into(), nonce.to_owned()),
+        (
+            "ARBOR_BUDGET_MS".into(),
+            budget.saturating_sub(300).max(1000).to_string(),
+        ),
+    ];
+    opts.peer = Some(PeerCommand {
+        command: format!("exec {PYTHON} -c {}", shell_quote(SUBJECT_BOOTSTRAP)),
+        env: Vec::new(),
+    });
+    Ok((
+        format!("exec {PYTHON} \"$ARBOR_CHECKS/.arbor/trusted.py\" {mode}"),
+        opts,
+    ))
+}
+
+/// List the hidden checks' ids in `sb` (a fork of the task's root).
+///
+/// # Errors
+/// `Err(Ok(message))` when the checks cannot be listed (a check file that
+/// does not parse or import, say); `Err(Err(_))` on a runtime fault.
+pub(crate) fn list(
+    sb: &mut Sandbox,
+    checks: &Snapshot,
+    timeout_ms: u64,
+) -> Result<Vec<String>, Result<String, SandboxError>> {
+    let (cmd, opts) = paired(checks, "list", timeout_ms, "").map_err(Err)?;
+    let obs = sb.exec(&cmd, &opts).map_err(Err)?;
+    if obs.code() != Some(0) {
+        return Err(Ok(format!(
+            "listing the hidden checks failed ({}): {}",
+            describe_exit(&obs.exit),
+            super::tail(&String::from_utf8_lossy(&obs.stderr), 1200)
+        )));
+    }
+    let listed: ListedIds = serde_json::from_slice(&obs.stdout)
+        .map_err(|e| Ok(format!("the runner's list output is not JSON: {e}")))?;
+    if listed.ids.is_empty() {
+        return Err(Ok(
+            "the hidden checks define no test (unittest: classes with test* methods)".to_owned(),
+        ));
+    }
+    Ok(listed.ids)
+}
+
+/// Run the hidden checks in `sb` (a fresh fork of the final snapshot) and
+/// return the runner's report, or why there is none.
+///
+/// # Errors
+/// Runtime faults only.
+pub(crate) fn run(
+    sb: &mut Sandbox,
+    checks: &Snapshot,
+    timeout_ms: u64,
+) -> Result<Result<RunnerResult, String>, SandboxError> {
+    let nonce = hex::encode(super::nonce_bytes());
+    let (cmd, opts) = paired(checks, "run", timeout_ms, &nonce)?;
+    let obs = sb.exec(&cmd, &opts)?;
+    let prefix = format!("ARBOR-RESULT {nonce} ");
+    let stdout = String::from_utf8_lossy(&obs.stdout);
+    let lines: Vec<&str> = stdout
+        .lines()
+        .filter_map(|l| l.strip_prefix(&prefix))
+        .collect();
+    let parsed: Option<RunnerResult> = match lines.as_slice() {
+        [one] => serde_json::from_str(one).ok(),
+        _ => None,
+    };
+    Ok(parsed.ok_or_else(|| match obs.exit {
+        ExitStatus::Timeout => "the checks timed out".to_owned(),
+        ref e => format!(
+            "no result from the check runner ({}): {}",
+            describe_exit(e),
+            super::tail(&String::from_utf8_lossy(&obs.stderr), 400)
+        ),
+    }))
+}
+
+/// Whether a reported outcome passes the check under `semantics`: strict
+/// checks must pass and every recorded comparison must hold here; upstream
+/// checks pass or fail as expected (as SWE-bench counts XFAIL).
+pub(crate) fn judge(test: &RunnerTest, semantics: Semantics) -> Result<(), String> {
+    match (semantics, test.outcome.as_str()) {
+        (Semantics::Strict, "pass") => {
+            super::recheck::recheck(test.asserts.as_deref().unwrap_or(&[]))
+                .map_err(|why| format!("the verifier's own comparison failed: {why}"))
+        }
+        (Semantics::Upstream, "pass" | "xfail") => Ok(()),
+        (_, "skip") => Err(format!("skipped: {}", test.detail)),
+        (_, "xpass") => Err("passed unexpectedly (marked as an expected failure)".to_owned()),
+        (_, "xfail") => Err(format!(
+            "failed as expected (not a pass here): {}",
+            test.detail
+        )),
+        _ => Err(test.detail.clone()),
+    }
+}
+
+/// The report for `id` when the runner did not report it by name: the
+/// error of its module (unittest `module.*`) or file (pytest `file::*`).
+pub(crate) fn module_error<'a>(tests: &'a [RunnerTest], id: &str) -> Option<&'a RunnerTest> {
+    let unittest = id.split('.').next().map(|m| format!("{m}.*"));
+    let pytest = id.split("::").next().map(|f| format!("{f}::*"));
+    tests
+        .iter()
+        .find(|t| Some(&t.id) == unittest.as_ref() || Some(&t.id) == pytest.as_ref())
+}
+
+fn shell_quote(s: &str) -> String {
+    format!("'{}'", s.replace('\'', "'\\''"))
+}
