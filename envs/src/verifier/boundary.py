@@ -53,6 +53,11 @@ import warnings
 import weakref
 
 MAX_FRAME = 64 << 20
+# Ints past this many digits travel as hex (decimal parsing is quadratic).
+INT_LIMIT = 10**4000
+# Containers both sides hold are compared at every request while they have
+# at most this many items; bigger ones only at requests that name them.
+SMALL_MIRROR = 1000
 STDLIB = frozenset(sys.stdlib_module_names) | {"builtins"}
 
 
@@ -175,12 +180,76 @@ class Client:
         self.mirror_ids = {}
         self.mirror_objs = {}
         self.mirror_seen = {}
+        self.mirror_reset = False
+        self.next_mirror = 0
+        # The environment and cwd the subject last heard of: a test that
+        # changes either (EnvironmentVarGuard, chdir) changes it there too.
+        # This side's classes shipped to the subject, by number (each is
+        # defined there once; instances coming back are rebuilt with them).
+        self.shipped = {}
+        self.shipped_classes = {}
+        self.pending_classes = []
+        # Mirrors the request being built names (checked for changes even
+        # when they are large; see `mirror_updates`).
+        self.referenced = set()
+        self.sent_env = dict(os.environ)
+        self.sent_cwd = os.getcwd()
+        # Workspace modules imported so far (a second import of one is a
+        # fresh import: import_fresh_module).
+        self.imported = set()
+
+    def ship_class(self, cls):
+        """The number of `cls` (a class of the checks) in the subject; its
+        definition goes with the next request."""
+        n = self.shipped.get(id(cls))
+        if n is None or self.shipped_classes.get(n) is not cls:
+            n = len(self.shipped_classes) + 1
+            self.shipped[id(cls)] = n
+            self.shipped_classes[n] = cls
+            self.pending_classes.append(n)
+        return n
+
+    def class_definitions(self):
+        """Definitions of the classes numbered since the last request
+        (defining one may number more)."""
+        out = {}
+        while self.pending_classes:
+            n = self.pending_classes.pop(0)
+            cls = self.shipped_classes[n]
+            out[str(n)] = base64.b64encode(ship(self, cls, define=True)).decode("ascii")
+        return out
+
+    def define_class(self, cls):
+        """Define `cls`, a test's subclass of a workspace class, in the
+        subject (by value, like a test double) and make it the proxy class
+        of the class created there."""
+        own = type.__getattribute__(cls, "__dict__")
+        if own.get("_arbor_class_h") is not None:
+            return own["_arbor_class_h"]
+        reply = self.request({"op": "define", "target": {"P": base64.b64encode(ship(self, cls, define=True)).decode("ascii")}})
+        value = reply.get("value")
+        if type(value) is not dict or type(value.get("H")) is not int:
+            raise SubjectError("the code under test broke the protocol (a defined class)")
+        h = value["H"]
+        type.__setattr__(cls, "_arbor_class_h", h)
+        self.classes[h] = cls
+        return h
+
+    def reset_mirrors(self):
+        """Forget the mirrors (at the end of a test: its test doubles and
+        captured containers are gone; later ones are mirrored afresh)."""
+        if self.mirror_objs:
+            self.mirror_ids.clear()
+            self.mirror_objs.clear()
+            self.mirror_seen.clear()
+            self.mirror_reset = True
 
     # -- mirrors -----------------------------------------------------------
     def mirror(self, obj):
         mid = self.mirror_ids.get(id(obj))
         if mid is None:
-            mid = len(self.mirror_objs) + 1
+            self.next_mirror += 1
+            mid = self.next_mirror
             self.mirror_ids[id(obj)] = mid
             self.mirror_objs[mid] = obj
             self.mirror_seen[mid] = None
@@ -188,17 +257,82 @@ class Client:
 
     def _mirror_state(self, mid):
         obj = self.mirror_objs[mid]
-        enc = self.encode(obj, [], top_mirror=mid)
-        return enc, json.dumps(enc, sort_keys=True)
+        t = type(obj)
+        if t in (list, dict, set, bytearray):
+            item = lambda x: self.encode(x, 1)  # noqa: E731
+            if t is list:
+                enc = {"L": [item(x) for x in obj]}
+            elif t is dict:
+                enc = {"D": [[item(k), item(x)] for k, x in obj.items()]}
+            elif t is set:
+                enc = {"S": [item(x) for x in obj]}
+            else:
+                enc = {"BA": base64.b64encode(bytes(obj)).decode("ascii")}
+        elif type(obj) is io.BytesIO:
+            enc = {"IO": ["b", base64.b64encode(obj.getvalue()).decode("ascii"), obj.tell()]}
+        elif type(obj) is io.StringIO:
+            enc = {"IO": ["s", obj.getvalue(), obj.tell()]}
+        else:
+            enc = {"OBJ": {"D": [[k, self.encode(x, 1)] for k, x in obj.__dict__.items()]}}
+        return enc
+
+    def drop_dead_mirrors(self):
+        """Forget mirrors this side no longer refers to (only the mirror
+        table holds them): a test that makes thousands of test doubles must
+        not pay for all of them at every request."""
+        # Held only by the table: the dict, the loop variable, the items
+        # pair and getrefcount's own argument.
+        dead = [mid for mid, obj in self.mirror_objs.items()
+                if sys.getrefcount(obj) <= 4 and self.mirror_seen.get(mid) is not None]
+        return self.forget_mirrors(dead)
+
+    def forget_mirrors(self, dead):
+        for mid in dead:
+            obj = self.mirror_objs.pop(mid)
+            self.mirror_ids.pop(id(obj), None)
+            self.mirror_seen.pop(mid, None)
+        return dead
 
     def mirror_updates(self):
         out = {}
-        for mid in list(self.mirror_objs):
-            enc, text = self._mirror_state(mid)
-            if text != self.mirror_seen[mid]:
-                out[str(mid)] = enc
-                self.mirror_seen[mid] = text
-        return out
+        done = set()
+        while True:
+            # Encoding one mirror may register others (a test double's
+            # attributes), which must travel in the same request.
+            pending = [m for m in self.mirror_objs if m not in done]
+            if not pending:
+                return out
+            for mid in pending:
+                done.add(mid)
+                if self._worth_checking(mid):
+                    self._mirror_update(mid, out)
+
+    def _worth_checking(self, mid):
+        """Mirrors the next request names are always checked; others only
+        while small (so a test holding big containers the subject also
+        holds does not pay for them at every request)."""
+        if mid in self.referenced or self.mirror_seen.get(mid) is None:
+            return True
+        obj = self.mirror_objs[mid]
+        try:
+            return len(obj) <= SMALL_MIRROR
+        except TypeError:
+            return True
+
+    def _mirror_update(self, mid, out):
+        """Add mirror `mid`'s state to `out` if it changed here since the
+        twins were last equal (with its class, for a test double the subject
+        has not seen). Nested containers are mirrors of their own, so a
+        change is a change of this object's shallow shape."""
+        obj = self.mirror_objs[mid]
+        shape = mirror_shape(obj)
+        if shape == self.mirror_seen[mid]:
+            return
+        enc = self._mirror_state(mid)
+        if self.mirror_seen[mid] is None and "OBJ" in enc:
+            enc = dict(enc, cls={"P": base64.b64encode(ship(self, type(obj))).decode("ascii")})
+        out[str(mid)] = enc
+        self.mirror_seen[mid] = shape
 
     def apply_mirrors(self, updates):
         if type(updates) is not dict:
@@ -209,47 +343,96 @@ class Client:
                 orig = self.mirror_objs[mid]
             except (ValueError, KeyError):
                 raise SubjectError("the code under test broke the protocol (an unknown mirror)") from None
-            new = self.decode(enc)
-            if type(new) is not type(orig):
-                raise SubjectError("the code under test broke the protocol (a mirror changed type)")
-            if type(orig) in (list, bytearray):
-                orig[:] = new
+            if type(orig) in (io.BytesIO, io.StringIO):
+                try:
+                    kind, content, pos = enc["IO"]
+                    data = base64.b64decode(content) if kind == "b" else str(content)
+                    orig.seek(0)
+                    orig.truncate()
+                    orig.write(data)
+                    orig.seek(int(pos))
+                except (KeyError, TypeError, ValueError) as e:
+                    raise SubjectError(f"the code under test broke the protocol (a mirrored file: {e})") from None
+            elif type(orig) in (list, dict, set, bytearray):
+                new = self.decode(enc)
+                if type(new) is not type(orig):
+                    raise SubjectError("the code under test broke the protocol (a mirror changed type)")
+                if type(orig) in (list, bytearray):
+                    orig[:] = new
+                else:
+                    orig.clear()
+                    orig.update(new)
             else:
-                orig.clear()
-                orig.update(new)
-            self.mirror_seen[mid] = self._mirror_state(mid)[1]
+                new = self.decode(enc.get("OBJ") if type(enc) is dict else None)
+                if type(new) is not dict:
+                    raise SubjectError("the code under test broke the protocol (a mirrored object)")
+                orig.__dict__.clear()
+                orig.__dict__.update(new)
+            self.mirror_seen[mid] = mirror_shape(orig)
 
     # -- requests --------------------------------------------------------
-    def request(self, msg, muts=None):
+    def request(self, msg):
         if self.released:
             msg["rel"] = sorted(self.released)
             self.released.clear()
+        if self.mirror_reset:
+            msg["mirror_reset"] = True
+            self.mirror_reset = False
         if self.mirror_objs:
-            updates = self.mirror_updates()
-            if updates:
-                msg["mirrors"] = updates
+            dropped = self.drop_dead_mirrors()
+            if dropped:
+                msg["mirror_drop"] = dropped
+        # Class definitions may make mirrors (a class attribute's list) and
+        # mirrors may number classes (a test double's): until neither does.
+        classes, mirrors = {}, {}
+        while True:
+            if self.pending_classes:
+                classes.update(self.class_definitions())
+            if self.mirror_objs:
+                mirrors.update(self.mirror_updates())
+            if not self.pending_classes:
+                break
+        self.referenced.clear()
+        if classes:
+            msg["classes"] = classes
+        if mirrors:
+            msg["mirrors"] = mirrors
+        env = dict(os.environ)
+        if env != self.sent_env:
+            msg["env"] = {"set": {k: v for k, v in env.items() if self.sent_env.get(k) != v},
+                          "unset": [k for k in self.sent_env if k not in env]}
+            self.sent_env = env
+        try:
+            cwd = os.getcwd()
+        except OSError:
+            cwd = None
+        if cwd is not None and cwd != self.sent_cwd:
+            msg["cwd"] = cwd
+            self.sent_cwd = cwd
         reply = self.channel.request(msg)
         try:
             if "mirrors" in reply:
                 self.apply_mirrors(reply["mirrors"])
+            if "mirrors_gone" in reply:
+                # The subject no longer holds these twins: forget the pairs
+                # (passed again, an object is mirrored afresh).
+                gone = reply["mirrors_gone"]
+                if type(gone) is not list or not all(type(m) is int for m in gone):
+                    raise SubjectError("the code under test broke the protocol (forgotten mirrors)")
+                self.forget_mirrors([m for m in gone if m in self.mirror_objs])
             self.side_channels(reply)
             if "exc" in reply:
                 raise self.exception(reply["exc"])
-            if muts:
-                self.copy_back(muts, reply.get("mut"))
             return reply
         except SubjectError as e:
             self.channel.dead = str(e)
             raise
 
-    def op(self, op, target, *args, **kwargs):
-        muts = []
-        msg = {"op": op, "target": self.encode(target, muts),
-               "args": [self.encode(a, muts) for a in args]}
+    def op(self, op, target, /, *args, **kwargs):
+        msg = {"op": op, "target": self.encode(target), "args": [self.encode(a) for a in args]}
         if kwargs:
-            msg["kwargs"] = [[k, self.encode(v, muts)] for k, v in kwargs.items()]
-        reply = self.request(msg, muts)
-        return self.decode(reply.get("value"), muts)
+            msg["kwargs"] = [[k, self.encode(v)] for k, v in kwargs.items()]
+        return self.decode(self.request(msg).get("value"))
 
     # -- side channels ---------------------------------------------------
     def side_channels(self, reply):
@@ -281,7 +464,7 @@ class Client:
                 raise SubjectError("the code under test broke the protocol (a malformed log record)")
 
     # -- values from the subject ----------------------------------------
-    def decode(self, data, muts=(), depth=0):
+    def decode(self, data, depth=0):
         if data is None or type(data) in (bool, str, float):
             return data
         if type(data) is int:
@@ -293,18 +476,18 @@ class Client:
         d = depth + 1
         try:
             if "L" in data:
-                return [self.decode(x, muts, d) for x in data["L"]]
+                return [self.decode(x, d) for x in data["L"]]
             if "T" in data:
-                return tuple(self.decode(x, muts, d) for x in data["T"])
+                return tuple(self.decode(x, d) for x in data["T"])
             if "D" in data:
                 out = {}
                 for k, v in data["D"]:
-                    out[self.decode(k, muts, d)] = self.decode(v, muts, d)
+                    out[self.decode(k, d)] = self.decode(v, d)
                 return out
             if "S" in data:
-                return {self.decode(x, muts, d) for x in data["S"]}
+                return {self.decode(x, d) for x in data["S"]}
             if "FS" in data:
-                return frozenset(self.decode(x, muts, d) for x in data["FS"])
+                return frozenset(self.decode(x, d) for x in data["FS"])
             if "B" in data:
                 return base64.b64decode(data["B"], validate=True)
             if "BA" in data:
@@ -323,12 +506,14 @@ class Client:
                 return range(start, stop, step)
             if "E" in data:
                 return {"Ellipsis": Ellipsis, "NotImplemented": NotImplemented}[data["E"]]
-            if "M" in data:
-                return muts[data["M"]]
             if "MIR" in data:
                 return self.mirror_objs[int(data["MIR"])]
             if "X" in data:
                 return rebuild_std_value(*data["X"])
+            if "TCLS" in data:
+                return self.shipped_classes[int(data["TCLS"])]
+            if "TOBJ" in data:
+                return self.rebuild_shipped(data["TOBJ"], d)
             if "std" in data or "cls" in data or ("H" in data and "t" not in data and "mod" not in data):
                 return self.decode_type(data)
             if "mod" in data:
@@ -340,6 +525,21 @@ class Client:
         except (KeyError, IndexError, TypeError, ValueError, ArithmeticError) as e:
             raise SubjectError(f"the code under test broke the protocol (a malformed value: {e!r})") from None
         raise SubjectError("the code under test broke the protocol (an unknown value tag)")
+
+    def rebuild_shipped(self, data, depth):
+        """An instance of one of this side's own classes (shipped to the
+        subject) coming back: rebuilt here from its data, by this side's own
+        class (built-in value base and `__dict__`)."""
+        n, base_value, state = data
+        cls = self.shipped_classes[int(n)]
+        base = next((b for b in cls.__mro__ if b in _BUILTIN_VALUE_BASES), None)
+        if base is not None and base_value is not None:
+            obj = base.__new__(cls, self.decode(base_value, depth))
+        else:
+            obj = object.__new__(cls)
+        if state is not None and hasattr(obj, "__dict__"):
+            obj.__dict__.update(self.decode(state, depth))
+        return obj
 
     def decode_type(self, ref):
         if type(ref) is not dict:
@@ -353,7 +553,11 @@ class Client:
             return cls
         desc = ref.get("cls")
         if type(desc) is not dict:
-            raise SubjectError("the code under test broke the protocol (an undescribed class)")
+            # Described in an answer this side did not read through (an
+            # error cut it short): ask again.
+            desc = self.request({"op": "describe", "target": {"H": h}}).get("value")
+            if type(desc) is not dict:
+                raise SubjectError(f"the code under test broke the protocol (an undescribed class {h})")
         cls = make_proxy_class(self, h, desc)
         self.classes[h] = cls
         self.proxies[h] = cls
@@ -430,40 +634,36 @@ class Client:
         return exc
 
     # -- values to the subject -------------------------------------------
-    def encode(self, v, muts, depth=0, top_mirror=None):
+    def encode(self, v, depth=0):
+        """`v` as the subject will rebuild it: plain immutable data by value,
+        proxies as their handles, this side's mutable containers and test
+        doubles as mirrors (twins kept equal at every request), anything
+        else of this side's as a pickle the subject rebuilds."""
         t = type(v)
         if v is None or t is bool or t is str:
             return v
         if t is int:
-            return v if abs(v) < 10**4000 else {"I": format(v, "x")}
+            return v if -INT_LIMIT < v < INT_LIMIT else {"I": format(v, "x")}
         if t is float:
             return v if math.isfinite(v) else {"F": repr(v)}
         h = remote_handle(v)
         if h is not None:
             return {"H": h}
+        mid = self.mirror_ids.get(id(v))
+        if mid is not None and self.mirror_objs.get(mid) is v:
+            self.referenced.add(mid)
+            return {"MIR": mid}
         if depth > 200:
             raise BoundaryError("a value passed to code under test is nested too deeply")
         d = depth + 1
-        if t in (list, dict, set, bytearray):
-            mid = self.mirror_ids.get(id(v))
-            if mid is not None and mid != top_mirror:
-                return {"MIR": mid}
-            for i, m in enumerate(muts):
-                if m is v:
-                    return {"M": i}
-            i = len(muts)
-            muts.append(v)
-            if t is list:
-                return {"L": [self.encode(x, muts, d) for x in v], "m": i}
-            if t is dict:
-                return {"D": [[self.encode(k, muts, d), self.encode(x, muts, d)] for k, x in v.items()], "m": i}
-            if t is set:
-                return {"S": [self.encode(x, muts, d) for x in v], "m": i}
-            return {"BA": base64.b64encode(bytes(v)).decode("ascii"), "m": i}
+        if t in (list, dict, set, bytearray, io.BytesIO, io.StringIO):
+            mid = self.mirror(v)
+            self.referenced.add(mid)
+            return {"MIR": mid}
         if t is tuple:
-            return {"T": [self.encode(x, muts, d) for x in v]}
+            return {"T": [self.encode(x, d) for x in v]}
         if t is frozenset:
-            return {"FS": [self.encode(x, muts, d) for x in v]}
+            return {"FS": [self.encode(x, d) for x in v]}
         if t is bytes:
             return {"B": base64.b64encode(v).decode("ascii")}
         if t is complex:
@@ -475,32 +675,31 @@ class Client:
         if v is NotImplemented:
             return {"E": "NotImplemented"}
         if isinstance(v, type) and (v.__module__ == "builtins" or v.__module__.split(".")[0] in STDLIB) \
-                and "<locals>" not in v.__qualname__ and not v.__module__.startswith("arbor_check"):
+                and "<locals>" not in v.__qualname__ and not v.__module__.startswith("arbor_check") \
+                and _named(v):
             return {"std": [v.__module__, v.__qualname__]}
+        if isinstance(v, type) and getattr(v, "_arbor_subclass_of", None) is not None:
+            return {"H": self.define_class(v)}
         return {"P": base64.b64encode(ship(self, v)).decode("ascii")}
 
-    def copy_back(self, muts, states):
-        if states is None:
-            return
-        if type(states) is not list or len(states) != len(muts):
-            raise SubjectError("the code under test broke the protocol (copied-back arguments)")
-        for orig, state in zip(muts, states):
-            if state is None:
-                continue
-            new = self.decode(state, muts)
-            if type(new) is not type(orig):
-                raise SubjectError("the code under test broke the protocol (a copied-back argument changed type)")
-            if new == orig if type(orig) is not list else _same_items(new, orig):
-                continue
-            if type(orig) in (list, bytearray):
-                orig[:] = new
-            else:
-                orig.clear()
-                orig.update(new)
 
 
-def _same_items(a, b):
-    return len(a) == len(b) and all(x is y for x, y in zip(a, b))
+def mirror_shape(obj):
+    """What must stay the same for a mirror to be unchanged: the identities
+    of its items (keys and values), or a file's content and position."""
+    t = type(obj)
+    if t is list:
+        return tuple(map(id, obj))
+    if t is dict:
+        return tuple(map(id, obj)), tuple(map(id, obj.values()))
+    if t is set:
+        return frozenset(map(id, obj))
+    if t is bytearray:
+        return bytes(obj)
+    if t in (io.BytesIO, io.StringIO):
+        return obj.getvalue(), obj.tell()
+    d = obj.__dict__
+    return tuple(d), tuple(map(id, d.values()))
 
 
 def remote_handle(v):
@@ -515,7 +714,7 @@ def remote_handle(v):
             h = v.__dict__.get("_arbor_h") if isinstance(v, BaseException) else object.__getattribute__(v, "_arbor_h")
             return h
         if isinstance(v, type) and getattr(v, "_arbor_remote", False):
-            return type.__getattribute__(v, "_arbor_class_h")
+            return type.__getattribute__(v, "__dict__").get("_arbor_class_h")
     except (AttributeError, KeyError):
         return None
     return None
@@ -625,16 +824,14 @@ class ProxyMeta(type):
         cls = super().__new__(mcls, name, bases, ns, **kw)
         return cls
 
-    def __call__(cls, *args, **kwargs):
+    def __call__(cls, /, *args, **kwargs):
         h = type.__getattribute__(cls, "__dict__").get("_arbor_class_h")
         if h is None:
-            base = getattr(cls, "_arbor_subclass_of", None)
-            if base is not None:
-                raise BoundaryError(
-                    f"a test defines {cls.__qualname__} as a subclass of the workspace class "
-                    f"{base.__qualname__}; instances of it would live on the trusted side, which never "
-                    "runs workspace code (not supported across the verifier's boundary)")
-            raise BoundaryError(f"{cls.__qualname__} cannot be constructed on the trusted side")
+            if getattr(cls, "_arbor_subclass_of", None) is None:
+                raise BoundaryError(f"{cls.__qualname__} cannot be constructed on the trusted side")
+            # A test's subclass of a workspace class: defined, like any test
+            # double, in the subject, where its instances live.
+            _client().define_class(cls)
         return _client().op("call", cls, *args, **kwargs)
 
     def __getattr__(cls, name):
@@ -672,15 +869,13 @@ class ProxyMeta(type):
 
 
 def _request_setattr(self, target, name, value):
-    muts = []
-    msg = {"op": "setattr", "target": self.encode(target, muts), "name": name,
-           "args": [self.encode(value, muts)]}
-    self.request(msg, muts)
+    self.request({"op": "setattr", "target": self.encode(target), "name": name,
+                  "args": [self.encode(value)]})
 
 
 Client.request_setattr = _request_setattr
 
-_LOCAL = frozenset({"_arbor_h", "__class__", "__dict__", "__weakref__", "__reduce_ex__", "__reduce__",
+_LOCAL = frozenset({"_arbor_h", "__class__", "__weakref__", "__reduce_ex__", "__reduce__",
                     "__getstate__", "__copy__", "__deepcopy__", "__init_subclass__"})
 
 
@@ -731,7 +926,7 @@ class ProxyObject:
     def __delattr__(self, name):
         _client().op("delattr", self, name)
 
-    def __call__(self, *args, **kwargs):
+    def __call__(self, /, *args, **kwargs):
         _guard_builtin_subclass(self)
         return _client().op("call", self, *args, **kwargs)
 
@@ -787,10 +982,8 @@ class ProxyObject:
 
     def __setitem__(self, key, value):
         _guard_builtin_subclass(self)
-        muts = []
-        msg = {"op": "setitem", "target": _client().encode(self, muts),
-               "args": [_client().encode(key, muts), _client().encode(value, muts)]}
-        _client().request(msg, muts)
+        c = _client()
+        c.request({"op": "setitem", "target": c.encode(self), "args": [c.encode(key), c.encode(value)]})
 
     def __delitem__(self, key):
         _client().op("delitem", self, key)
@@ -871,7 +1064,7 @@ def _unpickle_remote(data):
 
 def _client_unpickle(self, data):
     reply = self.request({"op": "call", "target": {"std": ["pickle", "loads"]},
-                          "args": [self.encode(data, [])]})
+                          "args": [self.encode(data)]})
     return self.decode(reply.get("value"))
 
 
@@ -1035,8 +1228,14 @@ class WorkspaceFinder:
             return None
         if CLIENT is None:
             return None
+        msg = {"op": "import", "name": name}
+        if name in CLIENT.imported:
+            msg["fresh"] = True
+        blocked = sorted(n for n, m in sys.modules.items() if m is None)
+        if blocked:
+            msg["blocked"] = blocked
         try:
-            data = CLIENT.request({"op": "import", "name": name})
+            data = CLIENT.request(msg)
         except ModuleNotFoundError:
             return None
         except ImportError:
@@ -1046,6 +1245,7 @@ class WorkspaceFinder:
         module = CLIENT.decode(data.get("value"))
         if not isinstance(module, ProxyModule):
             raise ImportError(f"the code under test did not give a module for {name}", name=name)
+        CLIENT.imported.add(name)
         spec = importlib.machinery.ModuleSpec(name, self, origin="arbor-subject",
                                               is_package=hasattr(module, "__path__"))
         spec._arbor_module = module
@@ -1172,10 +1372,10 @@ class RemotePopen:
             args = os.fsdecode(args)
         else:
             args = [os.fsdecode(a) for a in args]
-        msg = {"op": "run", "args": _client().encode(args, []), "shell": bool(self._shell),
-               "cwd": self._cwd, "timeout": timeout}
+        msg = {"op": "run", "argv": args, "shell": bool(self._shell),
+               "program_cwd": self._cwd, "timeout": timeout}
         if self._env is not None:
-            msg["env"] = _client().encode({os.fsdecode(k): os.fsdecode(v) for k, v in self._env.items()}, [])
+            msg["program_env"] = {os.fsdecode(k): os.fsdecode(v) for k, v in self._env.items()}
         if input is not None:
             msg["input"] = base64.b64encode(bytes(input)).decode("ascii")
         value = _client().request(msg).get("value")
@@ -1282,7 +1482,7 @@ class _Support(types.ModuleType):
 
 
 SUPPORT = _Support("_arbor_subject_support")
-for _fn in ("handle", "function", "klass", "class_state", "module"):
+for _fn in ("handle", "function", "klass", "class_state", "module", "shipped", "memory", "register_abc"):
     def _stub(*a, _n=_fn):
         raise BoundaryError(f"_arbor_subject_support.{_n} runs in the subject only")
     _stub.__module__ = SUPPORT.__name__
@@ -1308,17 +1508,42 @@ def _check_module(obj):
 CHECKS_ROOT = []
 
 
+class MirrorRef:
+    """A container a shipped function refers to (a closure cell, a global,
+    a default): the subject's copy of the function gets its twin, so what
+    either side appends the other sees."""
+
+    __slots__ = ("obj",)
+
+    def __init__(self, obj):
+        self.obj = obj
+
+
+def _mirrored(v):
+    return MirrorRef(v) if type(v) in (list, dict, set, bytearray, io.BytesIO, io.StringIO) else v
+
+
 class Shipper(pickle.Pickler):
     """Pickles this side's objects for the subject to rebuild and run.
     Mutable containers inside become mirrors (see `Client.mirror`): the
     subject's copy and this side's stay equal at every request boundary."""
 
-    def __init__(self, file, client):
+    def __init__(self, file, client, defining=None):
         super().__init__(file, protocol=5)
         self.client = client
+        self.defining = defining
 
     def persistent_id(self, obj):
-        if type(obj) in (list, dict, set, bytearray):
+        t = type(obj)
+        if t is MirrorRef:
+            return ("mirror", self.client.mirror(obj.obj))
+        if obj is self.defining:
+            return None
+        if not isinstance(obj, (type, BaseException, types.FunctionType)) \
+                and not getattr(t, "_arbor_remote", False) \
+                and _check_module(t) and type(getattr(obj, "__dict__", None)) is dict \
+                and all(b is object or b.__module__ != "builtins" for b in t.__mro__[1:]):
+            # A test double whose whole state is its __dict__: mirrored.
             return ("mirror", self.client.mirror(obj))
         return None
 
@@ -1335,8 +1560,26 @@ class Shipper(pickle.Pickler):
         if t is types.FunctionType and (_check_module(obj) or "<locals>" in obj.__qualname__
                                         or obj.__name__ == "<lambda>"):
             return self.function(obj)
+        if isinstance(obj, type) and getattr(obj, "_arbor_subclass_of", None) is not None \
+                and obj is not self.defining:
+            return (SUPPORT.handle, (self.client.define_class(obj),))
         if isinstance(obj, type) and _check_module(obj):
-            return self.klass(obj)
+            if getattr(obj, "_arbor_subclass_of", None) is not None or obj is self.defining:
+                return self.klass(obj)
+            # A test double's class: defined in the subject once, by number,
+            # from a definition that travels beside (not inside) this pickle,
+            # so pickles may name it in any order.
+            return (SUPPORT.shipped, (self.client.ship_class(obj),))
+        if isinstance(obj, type) and obj.__module__ == "builtins" and getattr(builtins_module(), obj.__qualname__, None) is not obj:
+            for name in dir(types):
+                if getattr(types, name) is obj:
+                    return (getattr, (types, name))
+        if t in (property, classmethod, staticmethod):
+            if t is property:
+                return (property, (obj.fget, obj.fset, obj.fdel, obj.__doc__))
+            return (t, (obj.__func__,))
+        if t is memoryview:
+            return (SUPPORT.memory, (obj.tobytes(), obj.format, obj.shape))
         if t is types.GeneratorType:
             items = []
             for x in obj:
@@ -1345,7 +1588,7 @@ class Shipper(pickle.Pickler):
                     raise BoundaryError(
                         "a generator passed to code under test yields more than "
                         f"{GENERATOR_LIMIT} items; it is materialised to cross the boundary")
-            return (iter, (items,))
+            return (iter, (tuple(items),))
         if t is types.MethodType and not isinstance(obj.__self__, type):
             return (getattr, (obj.__self__, obj.__func__.__name__))
         import unittest
@@ -1370,25 +1613,75 @@ class Shipper(pickle.Pickler):
                 if isinstance(v, types.ModuleType) and not isinstance(v, ProxyModule) \
                         and v.__name__.split(".")[0] not in STDLIB:
                     continue
-                g.append((n, v))
+                g.append((n, _mirrored(v)))
         closure = None
         if f.__closure__ is not None:
             cells = []
             for c in f.__closure__:
                 try:
-                    cells.append(c.cell_contents)
+                    cells.append(_mirrored(c.cell_contents))
                 except ValueError:
                     raise BoundaryError(f"{f.__qualname__} captures a variable that is not yet bound")
             closure = tuple(cells)
+        defaults = tuple(map(_mirrored, f.__defaults__)) if f.__defaults__ else f.__defaults__
         return (SUPPORT.function, (marshal.dumps(code), f.__name__, f.__qualname__, f.__module__,
-                                   f.__defaults__, f.__kwdefaults__, closure, tuple(g), f.__doc__))
+                                   defaults, f.__kwdefaults__, closure, tuple(g), f.__doc__))
 
     def klass(self, cls):
-        meta = type(cls) if type(cls) is not type else None
-        state = tuple((k, v) for k, v in cls.__dict__.items()
-                      if k not in ("__dict__", "__weakref__", "__module__", "__qualname__"))
-        return (SUPPORT.klass, (cls.__name__, cls.__bases__, cls.__qualname__, cls.__module__, meta),
-                state, None, None, SUPPORT.class_state)
+        """A class of the checks by value: its plain attributes go into the
+        namespace it is created with (so `__init_subclass__` sees them, as
+        string.Template's does), its functions and descriptors are set
+        afterwards (they may refer to the class itself)."""
+        meta = type(cls) if type(cls) not in (type, ProxyMeta) else None
+        simple, later = [], []
+        for k, v in cls.__dict__.items():
+            if k in ("__dict__", "__weakref__", "__module__", "__qualname__", "__slots__", "_abc_impl") \
+                    or k.startswith("_arbor"):
+                continue
+            plain = type(v) in (str, int, float, bool, bytes, type(None), tuple, frozenset)
+            (simple if plain else later).append((k, _mirrored(v)))
+        # A test double's class has a number (its instances come back as
+        # data); a subclass of a workspace class is a proxy class instead
+        # (its instances stay in the subject).
+        n = self.client.shipped.get(id(cls))
+        abcs = registered_abcs(cls)
+        if abcs:
+            later.append(("_arbor_abcs", abcs))
+        return (SUPPORT.klass, (cls.__name__, cls.__bases__, cls.__qualname__, cls.__module__, meta,
+                                tuple(simple), n),
+                tuple(later), None, None, SUPPORT.class_state)
+
+
+def _named(cls):
+    """Whether `cls` is reachable by its module and qualified name
+    (`NoneType` is not: it lives in `types`)."""
+    obj = sys.modules.get(cls.__module__)
+    for part in cls.__qualname__.split("."):
+        obj = getattr(obj, part, None)
+    return obj is cls
+
+
+def registered_abcs(cls):
+    """The standard-library ABCs `cls` was registered with (numbers.Rational
+    .register(C) in a test): the subject's copy is registered likewise."""
+    import abc
+    out = []
+    for module in ("numbers", "collections.abc"):
+        mod = sys.modules.get(module)
+        if mod is None:
+            continue
+        for name in dir(mod):
+            a = getattr(mod, name)
+            if isinstance(a, abc.ABCMeta) and not name.startswith("_"):
+                registry = abc._get_dump(a)[0]
+                if any(r() is cls for r in registry):
+                    out.append((module, name))
+    return tuple(out)
+
+
+def builtins_module():
+    import builtins
+    return builtins
 
 
 def _names(code, out):
@@ -1398,10 +1691,10 @@ def _names(code, out):
             _names(c, out)
 
 
-def ship(client, obj):
+def ship(client, obj, define=False):
     buf = io.BytesIO()
     try:
-        Shipper(buf, client).dump(obj)
+        Shipper(buf, client, obj if define else None).dump(obj)
     except BoundaryError:
         raise
     except (pickle.PicklingError, TypeError, AttributeError, RecursionError) as e:
@@ -1427,6 +1720,46 @@ def subject_program(arbor_dir):
         pass
     with open(os.path.join(arbor_dir, "subject.py"), "rb") as f:
         return b"S" + f.read()
+
+
+# -- doctests of the code under test (run in the subject) --------------------
+def bridge_doctest():
+    """Doctests found in the code under test's docstrings are workspace text
+    (examples and expected output alike): they run in the subject, where the
+    code lives, and only their counts and report cross. This side's own
+    doctests (those of the check modules) run here as usual."""
+    import doctest
+
+    class RemoteDocTest(doctest.DocTest):
+        pass
+
+    find, run = doctest.DocTestFinder.find, doctest.DocTestRunner.run
+
+    def remote_find(self, obj, name=None, module=None, globs=None, extraglobs=None):
+        if remote_handle(obj) is None:
+            return find(self, obj, name, module, globs, extraglobs)
+        found = _client().op("doctest_find", obj, name, bool(self._recurse), bool(self._exclude_empty))
+        tests = []
+        for test_name, filename, lineno, count, docstring in found:
+            examples = [doctest.Example("pass\n", "") for _ in range(int(count))]
+            t = RemoteDocTest(examples, {}, str(test_name), str(filename), lineno, docstring)
+            t._arbor_target = obj
+            t._arbor_name = name
+            tests.append(t)
+        return tests
+
+    def remote_run(self, test, compileflags=None, out=None, clear_globs=True):
+        if not isinstance(test, RemoteDocTest):
+            return run(self, test, compileflags, out, clear_globs)
+        failed, tried, report = _client().op("doctest_run", test._arbor_target, test._arbor_name,
+                                             test.name, int(self.optionflags))
+        (out or sys.stdout.write)(str(report))
+        self.failures += int(failed)
+        self.tries += int(tried)
+        return doctest.TestResults(int(failed), int(tried))
+
+    doctest.DocTestFinder.find = remote_find
+    doctest.DocTestRunner.run = remote_run
 
 
 def connect(subject_program, roots, deadline, strict, cwd="/workspace"):

@@ -42,6 +42,8 @@ CHECKS = os.environ.pop("ARBOR_CHECKS", "/verifier")
 NONCE = os.environ.pop("ARBOR_NONCE", "")
 BUDGET_MS = int(os.environ.pop("ARBOR_BUDGET_MS", "60000") or "60000")
 WORKSPACE = os.environ.pop("ARBOR_WORKSPACE", "/workspace")
+# Per-test timings on stderr (debugging the runner itself).
+TRACE = bool(os.environ.pop("ARBOR_TRACE", ""))
 for _k in ("ARBOR_CHECKS", "ARBOR_NONCE", "ARBOR_BUDGET_MS", "ARBOR_WORKSPACE"):
     try:
         os.unsetenv(_k)
@@ -129,6 +131,16 @@ class Recorder(unittest.result.TestResult):
     def startTest(self, test):
         super().startTest(test)
         strict.reset()
+        if TRACE:
+            self._t0 = time.monotonic()
+            os.write(2, f"start {test.id()}\n".encode())
+
+    def stopTest(self, test):
+        super().stopTest(test)
+        if TRACE:
+            os.write(2, f"stop {test.id()} {time.monotonic() - self._t0:.3f}s calls={boundary.CLIENT.channel.calls}\n".encode())
+        if boundary.CLIENT is not None:
+            boundary.CLIENT.reset_mirrors()
 
     def _record(self):
         return list(strict.RECORD) if self.strict_mode else None
@@ -191,6 +203,19 @@ def discover():
         if isinstance(t, unittest.loader._FailedTest):
             errors[t._testMethodName] = describe((type(t._exception), t._exception, None))
     return suite, errors
+
+
+def uses_doctest():
+    for dirpath, _, files in os.walk(CHECKS):
+        for f in files:
+            if f.endswith(".py") and not dirpath.startswith(ARBOR):
+                try:
+                    with open(os.path.join(dirpath, f), "rb") as fh:
+                        if b"doctest" in fh.read():
+                            return True
+                except OSError:
+                    pass
+    return False
 
 
 def run_unittest(config, outcomes):
@@ -359,6 +384,8 @@ def main():
     try:
         install_guard(roots)
         client = boundary.connect(subject_program, roots, deadline, strict_mode, WORKSPACE)
+        if runner == "unittest" and uses_doctest():
+            boundary.bridge_doctest()
     except Exception as e:
         client = None
         problem = f"the subject process did not start: {e}"
