@@ -188,11 +188,19 @@ class Client:
         # defined there once; instances coming back are rebuilt with them).
         self.shipped = {}
         self.shipped_classes = {}
+        # This side's functions shipped by value, by number: one that comes
+        # back is this side's own again (identity holds).
+        self.shipped_fns = {}
+        self.shipped_fn_ids = {}
         self.pending_classes = []
         # Mirrors the request being built names (checked for changes even
         # when they are large; see `mirror_updates`).
         self.referenced = set()
         self.sent_env = dict(os.environ)
+        # The global random generator's state: a test that seeds it here
+        # seeds the code under test's too, and what the code draws there
+        # advances it here (the module is one generator in upstream runs).
+        self.sent_random = None
         self.sent_cwd = os.getcwd()
         # Workspace modules imported so far (a second import of one is a
         # fresh import: import_fresh_module).
@@ -268,23 +276,30 @@ class Client:
                 enc = {"S": [item(x) for x in obj]}
             else:
                 enc = {"BA": base64.b64encode(bytes(obj)).decode("ascii")}
-        elif type(obj) is io.BytesIO:
+        elif t is object:
+            enc = {"SENT": True}
+        elif t in ITER_TYPES:
+            seq, pos = iter_state(obj)
+            enc = {"ITER": [self.encode(seq, 1), pos]}
+        elif t in (io.BytesIO, io.StringIO) and obj.closed:
+            enc = {"IO": ["b" if t is io.BytesIO else "s", None, 0]}
+        elif t is io.BytesIO:
             enc = {"IO": ["b", base64.b64encode(obj.getvalue()).decode("ascii"), obj.tell()]}
-        elif type(obj) is io.StringIO:
+        elif t is io.StringIO:
             enc = {"IO": ["s", obj.getvalue(), obj.tell()]}
         else:
             enc = {"OBJ": {"D": [[k, self.encode(x, 1)] for k, x in obj.__dict__.items()]}}
         return enc
 
-    def drop_dead_mirrors(self):
-        """Forget mirrors this side no longer refers to (only the mirror
-        table holds them): a test that makes thousands of test doubles must
-        not pay for all of them at every request."""
+    def dead_mirrors(self):
+        """Mirrors this side no longer refers to (only the mirror table
+        holds them): forgotten once their last changes are sent, so that a
+        test that makes thousands of test doubles does not pay for all of
+        them at every request."""
         # Held only by the table: the dict, the loop variable, the items
         # pair and getrefcount's own argument.
-        dead = [mid for mid, obj in self.mirror_objs.items()
+        return [mid for mid, obj in self.mirror_objs.items()
                 if sys.getrefcount(obj) <= 4 and self.mirror_seen.get(mid) is not None]
-        return self.forget_mirrors(dead)
 
     def forget_mirrors(self, dead):
         for mid in dead:
@@ -305,7 +320,14 @@ class Client:
             for mid in pending:
                 done.add(mid)
                 if self._worth_checking(mid):
-                    self._mirror_update(mid, out)
+                    try:
+                        self._mirror_update(mid, out)
+                    except BoundaryError:
+                        # Its state cannot cross: this request fails, and the
+                        # pair is forgotten so that later ones do not.
+                        self.forget_mirrors([mid])
+                        self.mirror_seen.pop(mid, None)
+                        raise
 
     def _worth_checking(self, mid):
         """Mirrors the next request names are always checked; others only
@@ -343,9 +365,25 @@ class Client:
                 orig = self.mirror_objs[mid]
             except (ValueError, KeyError):
                 raise SubjectError("the code under test broke the protocol (an unknown mirror)") from None
+            if type(orig) is object:
+                continue
+            if type(orig) in ITER_TYPES:
+                try:
+                    pos = enc["ITER"][1]
+                    if pos is None:
+                        for _ in orig:
+                            pass
+                    else:
+                        orig.__setstate__(int(pos))
+                except (KeyError, TypeError, ValueError, IndexError):
+                    raise SubjectError("the code under test broke the protocol (a mirrored iterator)") from None
+                self.mirror_seen[mid] = mirror_shape(orig)
+                continue
             if type(orig) in (io.BytesIO, io.StringIO):
                 try:
                     kind, content, pos = enc["IO"]
+                    if content is None or orig.closed:
+                        continue
                     data = base64.b64decode(content) if kind == "b" else str(content)
                     orig.seek(0)
                     orig.truncate()
@@ -378,10 +416,9 @@ class Client:
         if self.mirror_reset:
             msg["mirror_reset"] = True
             self.mirror_reset = False
-        if self.mirror_objs:
-            dropped = self.drop_dead_mirrors()
-            if dropped:
-                msg["mirror_drop"] = dropped
+        # Mirrors this side let go of still send what was done to them last
+        # (`module.REGISTRY.add(x)` drops the twin as soon as it is done).
+        dead = self.dead_mirrors() if self.mirror_objs else []
         # Class definitions may make mirrors (a class attribute's list) and
         # mirrors may number classes (a test double's): until neither does.
         classes, mirrors = {}, {}
@@ -393,6 +430,8 @@ class Client:
             if not self.pending_classes:
                 break
         self.referenced.clear()
+        if dead:
+            msg["mirror_drop"] = self.forget_mirrors(dead)
         if classes:
             msg["classes"] = classes
         if mirrors:
@@ -402,6 +441,12 @@ class Client:
             msg["env"] = {"set": {k: v for k, v in env.items() if self.sent_env.get(k) != v},
                           "unset": [k for k in self.sent_env if k not in env]}
             self.sent_env = env
+        rnd = sys.modules.get("random")
+        if rnd is not None:
+            state = rnd.getstate()
+            if state != self.sent_random:
+                msg["random"] = [state[0], list(state[1]), state[2]]
+                self.sent_random = state
         try:
             cwd = os.getcwd()
         except OSError:
@@ -413,6 +458,15 @@ class Client:
         try:
             if "mirrors" in reply:
                 self.apply_mirrors(reply["mirrors"])
+            if "random" in reply:
+                try:
+                    version, internal, gauss = reply["random"]
+                    state = (int(version), tuple(int(x) for x in internal), gauss)
+                    import random
+                    random.setstate(state)
+                    self.sent_random = state
+                except (TypeError, ValueError, OverflowError):
+                    raise SubjectError("the code under test broke the protocol (a random state)") from None
             if "mirrors_gone" in reply:
                 # The subject no longer holds these twins: forget the pairs
                 # (passed again, an object is mirrored afresh).
@@ -475,6 +529,8 @@ class Client:
             raise SubjectError("the code under test broke the protocol (a malformed value)")
         d = depth + 1
         try:
+            if "RMIR" in data:
+                return self.reverse_mirror(data, d)
             if "L" in data:
                 return [self.decode(x, d) for x in data["L"]]
             if "T" in data:
@@ -512,6 +568,8 @@ class Client:
                 return rebuild_std_value(*data["X"])
             if "TCLS" in data:
                 return self.shipped_classes[int(data["TCLS"])]
+            if "TFN" in data:
+                return self.shipped_fns[int(data["TFN"])]
             if "TOBJ" in data:
                 return self.rebuild_shipped(data["TOBJ"], d)
             if "std" in data or "cls" in data or ("H" in data and "t" not in data and "mod" not in data):
@@ -525,6 +583,23 @@ class Client:
         except (KeyError, IndexError, TypeError, ValueError, ArithmeticError) as e:
             raise SubjectError(f"the code under test broke the protocol (a malformed value: {e!r})") from None
         raise SubjectError("the code under test broke the protocol (an unknown value tag)")
+
+    def reverse_mirror(self, data, depth):
+        """A container of the subject's, mirrored here (its twin): a test
+        that changes it changes it there."""
+        mid = int(data["RMIR"])
+        if mid >= 0:
+            raise SubjectError("the code under test broke the protocol (a mirror number)")
+        existing = self.mirror_objs.get(mid)
+        if existing is not None:
+            return existing
+        obj = self.decode({k: v for k, v in data.items() if k != "RMIR"}, depth)
+        if type(obj) not in (list, dict, set, bytearray):
+            raise SubjectError("the code under test broke the protocol (a mirrored value)")
+        self.mirror_objs[mid] = obj
+        self.mirror_ids[id(obj)] = mid
+        self.mirror_seen[mid] = mirror_shape(obj)
+        return obj
 
     def rebuild_shipped(self, data, depth):
         """An instance of one of this side's own classes (shipped to the
@@ -547,6 +622,8 @@ class Client:
         if "std" in ref:
             module, qualname = ref["std"]
             return std_class(str(module), str(qualname))
+        if "TCLS" in ref:
+            return self.shipped_classes[int(ref["TCLS"])]
         h = int(ref["H"])
         cls = self.classes.get(h)
         if cls is not None:
@@ -625,6 +702,12 @@ class Client:
             if type(exc) is not cls and not isinstance(exc, cls):
                 exc = cls.__new__(cls)
                 exc.args = args
+        if data.get("suppress") is True:
+            exc.__suppress_context__ = True
+        if type(data.get("cause")) is dict:
+            cause = self.exception(data["cause"])
+            if isinstance(cause, BaseException):
+                exc.__cause__ = cause
         tb = data.get("tb")
         if type(tb) is str and tb:
             try:
@@ -656,7 +739,7 @@ class Client:
         if depth > 200:
             raise BoundaryError("a value passed to code under test is nested too deeply")
         d = depth + 1
-        if t in (list, dict, set, bytearray, io.BytesIO, io.StringIO):
+        if t in (list, dict, set, bytearray, io.BytesIO, io.StringIO) or t in ITER_TYPES:
             mid = self.mirror(v)
             self.referenced.add(mid)
             return {"MIR": mid}
@@ -684,10 +767,28 @@ class Client:
 
 
 
+# Built-in iterators over built-in sequences: mirrored with their position,
+# so that what the code under test consumes is consumed here too.
+ITER_TYPES = (type(iter([])), type(iter(())), type(iter(range(0))), type(iter(range(1 << 64))))
+
+
+def iter_state(it):
+    """(sequence, position) of a built-in iterator, position None once it
+    is exhausted."""
+    red = it.__reduce__()
+    if len(red) < 3:
+        return red[1][0], None
+    return red[1][0], red[2]
+
+
 def mirror_shape(obj):
     """What must stay the same for a mirror to be unchanged: the identities
     of its items (keys and values), or a file's content and position."""
     t = type(obj)
+    if t is object:
+        return ()
+    if t in ITER_TYPES:
+        return iter_state(obj)[1]
     if t is list:
         return tuple(map(id, obj))
     if t is dict:
@@ -697,7 +798,7 @@ def mirror_shape(obj):
     if t is bytearray:
         return bytes(obj)
     if t in (io.BytesIO, io.StringIO):
-        return obj.getvalue(), obj.tell()
+        return ("closed",) if obj.closed else (obj.getvalue(), obj.tell())
     d = obj.__dict__
     return tuple(d), tuple(map(id, d.values()))
 
@@ -768,7 +869,9 @@ def opaque_std(module, qualname):
     key = (module, qualname)
     cls = _OPAQUE.get(key)
     if cls is None:
-        cls = ProxyMeta(qualname.split(".")[-1], (ProxyObject,), {"__module__": module, "__qualname__": qualname, "__slots__": ()})
+        ns = {"__module__": module, "__qualname__": qualname, "__slots__": ()}
+        ns.update(OPTIONAL_DUNDERS)
+        cls = ProxyMeta(qualname.split(".")[-1], (ProxyObject,), ns)
         _OPAQUE[key] = cls
     return cls
 
@@ -786,10 +889,11 @@ def opaque_class(client, std):
         else:
             bases = (ProxyObject,)
             ns = {"__module__": std.__module__, "__qualname__": std.__qualname__, "__slots__": ()}
+            ns.update(dunders_of(std))
         try:
             cls = ProxyMeta(std.__name__, bases, ns)
         except TypeError:
-            cls = ProxyMeta(std.__name__, (ProxyObject,), {"__slots__": ()})
+            cls = ProxyMeta(std.__name__, (ProxyObject,), dict(dunders_of(std), __slots__=()))
         type.__setattr__(cls, "_arbor_std", std)
         _OPAQUE[key] = cls
     return cls
@@ -875,7 +979,7 @@ def _request_setattr(self, target, name, value):
 
 Client.request_setattr = _request_setattr
 
-_LOCAL = frozenset({"_arbor_h", "__class__", "__weakref__", "__reduce_ex__", "__reduce__",
+_LOCAL = frozenset({"_arbor_h", "__class__", "__weakref__", "__reduce_ex__", "__reduce__", "__get__",
                     "__getstate__", "__copy__", "__deepcopy__", "__init_subclass__"})
 
 
@@ -1038,6 +1142,13 @@ class ProxyObject:
     def __deepcopy__(self, memo):
         return _client().op("deepcopy", self)
 
+    def __get__(self, instance, owner=None):
+        # A workspace function used as a method of a test's class (a
+        # decorator applied in the test): bound in the subject, like there.
+        if instance is None:
+            return self
+        return _client().op("get", self, instance, None)
+
     def __reduce_ex__(self, protocol):
         data = _client().op("pickle", self)
         if type(data) is not bytes:
@@ -1070,15 +1181,33 @@ def _client_unpickle(self, data):
 
 Client.unpickle = _client_unpickle
 
-for _name in ("add", "sub", "mul", "matmul", "truediv", "floordiv", "mod", "pow", "lshift",
-              "rshift", "and", "xor", "or", "divmod"):
-    setattr(ProxyObject, f"__{_name}__", _op(_name))
-    setattr(ProxyObject, f"__r{_name}__", _op("r" + _name))
-    if _name != "divmod":
-        setattr(ProxyObject, f"__i{_name}__", _op("i" + _name))
 for _name, _what in (("eq", "equality"), ("ne", "inequality"), ("lt", "ordering"), ("le", "ordering"),
                      ("gt", "ordering"), ("ge", "ordering")):
     setattr(ProxyObject, f"__{_name}__", _strict_op(_name, _what))
+
+# Protocol methods a proxy class has only when the class it stands for has
+# them (so callable(), iter(), len(), `with`, isinstance(x, Iterable) and
+# hasattr(type(x), "__len__") answer as for the real object).
+OPTIONAL_DUNDERS = {}
+for _name in ("__call__", "__iter__", "__next__", "__reversed__", "__len__", "__bool__",
+              "__getitem__", "__setitem__", "__delitem__", "__contains__", "__enter__", "__exit__",
+              "__int__", "__float__", "__index__", "__complex__", "__bytes__", "__fspath__",
+              "__round__", "__trunc__", "__floor__", "__ceil__", "__get__", "__neg__", "__pos__",
+              "__abs__", "__invert__"):
+    OPTIONAL_DUNDERS[_name] = ProxyObject.__dict__[_name]
+    delattr(ProxyObject, _name)
+for _name in ("add", "sub", "mul", "matmul", "truediv", "floordiv", "mod", "pow", "lshift",
+              "rshift", "and", "xor", "or", "divmod"):
+    OPTIONAL_DUNDERS[f"__{_name}__"] = _op(_name)
+    OPTIONAL_DUNDERS[f"__r{_name}__"] = _op("r" + _name)
+    if _name != "divmod":
+        OPTIONAL_DUNDERS[f"__i{_name}__"] = _op("i" + _name)
+
+
+def dunders_of(cls):
+    """The optional protocol methods for a proxy of `cls` (a class of this
+    side: a standard-library one)."""
+    return {n: f for n, f in OPTIONAL_DUNDERS.items() if getattr(cls, n, None) is not None}
 
 
 class RemoteException:
@@ -1127,6 +1256,11 @@ def make_proxy_class(client, h, desc):
             abcs.append(b)
     ns = {"__module__": str(desc.get("module", "")), "__qualname__": str(desc.get("qualname", name)),
           "_arbor_class_h": h, "_arbor_builtin_base": builtin_base, "_arbor_remote": True}
+    names = desc.get("dunders")
+    if type(names) is list:
+        ns.update({n: OPTIONAL_DUNDERS[n] for n in names if n in OPTIONAL_DUNDERS})
+    else:
+        ns.update(OPTIONAL_DUNDERS)
     if exc:
         if not any(issubclass(b, BaseException) for b in bases):
             bases.append(Exception)
@@ -1142,6 +1276,15 @@ def make_proxy_class(client, h, desc):
         cls = ProxyMeta(name, (RemoteException, Exception) if exc else (ProxyObject,), ns)
     for b in abcs:
         register_virtual(cls, b)
+    values = [b for b in abcs if b in _BUILTIN_VALUE_BASES or issubclass(b, _BUILTIN_VALUE_BASES)]
+    if values and not exc:
+        # isinstance(x, tuple) for a workspace subclass of tuple: `__class__`
+        # names a (never instantiated) class with the same built-in base.
+        try:
+            type.__setattr__(cls, "_arbor_std", type(name, (values[0],), {"__module__": ns["__module__"],
+                                                                        "__qualname__": ns["__qualname__"]}))
+        except TypeError:
+            pass
     return cls
 
 
@@ -1187,6 +1330,13 @@ class ProxyModule(types.ModuleType):
         object.__setattr__(self, "_arbor_h", h)
         if package:
             object.__setattr__(self, "__path__", [])
+
+    def __getattribute__(self, name):
+        if name == "__dict__" and CLIENT is not None:
+            # vars(module): the workspace module's namespace, not this
+            # proxy's import bookkeeping.
+            return _client().op("getattr", self, "__dict__")
+        return types.ModuleType.__getattribute__(self, name)
 
     def __getattr__(self, name):
         if name.startswith("_arbor") or name in ("__file__", "__cached__", "__builtins__", "__wrapped__"):
@@ -1482,7 +1632,8 @@ class _Support(types.ModuleType):
 
 
 SUPPORT = _Support("_arbor_subject_support")
-for _fn in ("handle", "function", "klass", "class_state", "module", "shipped", "memory", "register_abc"):
+for _fn in ("handle", "function", "klass", "class_state", "module", "shipped", "memory", "register_abc",
+            "testcase"):
     def _stub(*a, _n=_fn):
         raise BoundaryError(f"_arbor_subject_support.{_n} runs in the subject only")
     _stub.__module__ = SUPPORT.__name__
@@ -1502,7 +1653,7 @@ def _check_module(obj):
     if m == "__main__" or m.startswith("arbor_check"):
         return True
     f = getattr(sys.modules.get(m), "__file__", None) or ""
-    return any(f.startswith(root + "/") for root in CHECKS_ROOT)
+    return any(f.startswith(root + "/") and not f.startswith(root + "/.arbor/") for root in CHECKS_ROOT)
 
 
 CHECKS_ROOT = []
@@ -1537,7 +1688,10 @@ class Shipper(pickle.Pickler):
         t = type(obj)
         if t is MirrorRef:
             return ("mirror", self.client.mirror(obj.obj))
-        if obj is self.defining:
+        if t is object:
+            # A sentinel (`marker = object()`): the same object when it comes back.
+            return ("mirror", self.client.mirror(obj))
+        if obj is self.defining or _is_test_case(obj):
             return None
         if not isinstance(obj, (type, BaseException, types.FunctionType)) \
                 and not getattr(t, "_arbor_remote", False) \
@@ -1591,12 +1745,22 @@ class Shipper(pickle.Pickler):
             return (iter, (tuple(items),))
         if t is types.MethodType and not isinstance(obj.__self__, type):
             return (getattr, (obj.__self__, obj.__func__.__name__))
-        import unittest
-        if isinstance(obj, unittest.TestCase):
+        if _is_test_case(obj):
+            if self.client.strict:
+                raise BoundaryError(
+                    "a value passed to code under test refers to the test case itself (self); "
+                    "in strict checks callbacks may capture plain data, modules and functions only")
+            # A callback that asserts through `self`: it runs in the subject,
+            # with a stand-in test case (the test's class, its plain
+            # attributes), whose failures fail the call and so the test.
+            state = tuple((k, v) for k, v in obj.__dict__.items()
+                          if type(v) in (str, int, float, bool, bytes, type(None), tuple))
+            return (SUPPORT.testcase, (type(obj), obj._testMethodName, state))
+        if type(obj).__module__.startswith(("_pytest", "pytest", "pluggy")) \
+                or (isinstance(obj, type) and obj.__module__.startswith(("_pytest", "pytest", "pluggy"))):
             raise BoundaryError(
-                "a value passed to code under test refers to the test case itself (self); "
-                "callbacks and test doubles run in the subject and may capture plain data, "
-                "modules, functions and their own classes only")
+                f"pytest's own {type(obj).__qualname__} cannot be passed to code under test "
+                "(pytest runs on the trusted side only)")
         return NotImplemented
 
     def function(self, f):
@@ -1624,8 +1788,14 @@ class Shipper(pickle.Pickler):
                     raise BoundaryError(f"{f.__qualname__} captures a variable that is not yet bound")
             closure = tuple(cells)
         defaults = tuple(map(_mirrored, f.__defaults__)) if f.__defaults__ else f.__defaults__
+        attrs = tuple(f.__dict__.items())
+        n = self.client.shipped_fn_ids.get(id(f))
+        if n is None or self.client.shipped_fns.get(n) is not f:
+            n = len(self.client.shipped_fns) + 1
+            self.client.shipped_fns[n] = f
+            self.client.shipped_fn_ids[id(f)] = n
         return (SUPPORT.function, (marshal.dumps(code), f.__name__, f.__qualname__, f.__module__,
-                                   defaults, f.__kwdefaults__, closure, tuple(g), f.__doc__))
+                                   defaults, f.__kwdefaults__, closure, tuple(g), f.__doc__, attrs, n))
 
     def klass(self, cls):
         """A class of the checks by value: its plain attributes go into the
@@ -1636,7 +1806,8 @@ class Shipper(pickle.Pickler):
         simple, later = [], []
         for k, v in cls.__dict__.items():
             if k in ("__dict__", "__weakref__", "__module__", "__qualname__", "__slots__", "_abc_impl") \
-                    or k.startswith("_arbor"):
+                    or k.startswith(("_arbor", "_unittest_", "_pytest", "pytestmark")) \
+                    or type(v).__module__.startswith(("_pytest", "pytest", "pluggy")):
                 continue
             plain = type(v) in (str, int, float, bool, bytes, type(None), tuple, frozenset)
             (simple if plain else later).append((k, _mirrored(v)))
@@ -1650,6 +1821,11 @@ class Shipper(pickle.Pickler):
         return (SUPPORT.klass, (cls.__name__, cls.__bases__, cls.__qualname__, cls.__module__, meta,
                                 tuple(simple), n),
                 tuple(later), None, None, SUPPORT.class_state)
+
+
+def _is_test_case(obj):
+    unittest = sys.modules.get("unittest")
+    return unittest is not None and isinstance(obj, unittest.TestCase)
 
 
 def _named(cls):

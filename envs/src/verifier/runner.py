@@ -263,7 +263,7 @@ class PytestRecorder:
 
     def pytest_runtest_logreport(self, report):
         nodeid = report.nodeid
-        text = lambda: str(getattr(report, "longreprtext", ""))[-DETAIL:]  # noqa: E731
+        text = lambda: pytest_detail(report)  # noqa: E731
         wasxfail = hasattr(report, "wasxfail")
         if report.when == "setup":
             if report.failed:
@@ -279,8 +279,21 @@ class PytestRecorder:
                 self.outcomes.set(nodeid, "fail", text())
             else:
                 self.outcomes.set(nodeid, "skip", text())
-        elif report.when == "teardown" and report.failed:
-            self.outcomes.set(nodeid, "error", "teardown: " + text())
+        elif report.when == "teardown":
+            if report.failed:
+                self.outcomes.set(nodeid, "error", "teardown: " + text())
+            if boundary.CLIENT is not None:
+                boundary.CLIENT.reset_mirrors()
+
+
+def pytest_detail(report):
+    """The failure's one-line message (pytest's crash line), else the tail
+    of its long report."""
+    crash = getattr(getattr(report, "longrepr", None), "reprcrash", None)
+    message = getattr(crash, "message", None)
+    if message:
+        return str(message)[:DETAIL]
+    return str(getattr(report, "longreprtext", ""))[-DETAIL:]
 
 
 def pytest_args(config, extra):

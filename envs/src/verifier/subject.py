@@ -119,6 +119,11 @@ MIRROR_SENT = {}
 # small, as on the trusted side).
 REFERENCED = set()
 SMALL_MIRROR = 1000
+# Mirror ids this side gives its own containers (negative: the trusted side
+# numbers its own upwards from 1).
+NEXT_REVERSE = 0
+# The global random generator's state as last agreed with the trusted side.
+RANDOM_SENT = None
 
 
 def apply_mirrors(updates):
@@ -127,11 +132,14 @@ def apply_mirrors(updates):
     items = sorted(((int(k), v) for k, v in updates.items()), key=lambda kv: kv[0])
     shells = {"L": list, "D": dict, "S": set, "BA": bytearray}
     for mid, enc in items:
+        if mid not in MIRRORS and "SENT" in enc:
+            MIRRORS[mid] = object()
+            MIRROR_IDS[id(MIRRORS[mid])] = mid
         if mid not in MIRRORS and "IO" in enc:
             MIRRORS[mid] = io.BytesIO() if enc["IO"][0] == "b" else io.StringIO()
             MIRROR_IDS[id(MIRRORS[mid])] = mid
     for mid, enc in items:
-        if mid not in MIRRORS and "OBJ" not in enc:
+        if mid not in MIRRORS and "OBJ" not in enc and "ITER" not in enc:
             tag = next((t for t in shells if t in enc), None)
             if tag is None:
                 raise ValueError("malformed mirror")
@@ -146,10 +154,29 @@ def apply_mirrors(updates):
     # Fill the newest first: nested mirrors are numbered after the objects
     # that hold them, and a parent's state may unpickle objects (a test
     # double's instance dict) that must already be filled.
+    for mid, enc in items:
+        if "ITER" in enc and mid not in MIRRORS:
+            # Positioned below, once its sequence is filled (a position past
+            # the end of a still empty list would be clamped).
+            it = iter(rebuild(enc["ITER"][0]))
+            MIRRORS[mid] = it
+            MIRROR_IDS[id(it)] = mid
     for mid, enc in reversed(items):
         obj = MIRRORS[mid]
+        if "SENT" in enc:
+            continue
+        if "ITER" in enc:
+            pos = enc["ITER"][1]
+            if pos is None:
+                for _ in obj:
+                    pass
+            else:
+                obj.__setstate__(pos)
+            continue
         if "IO" in enc:
             kind, content, pos = enc["IO"]
+            if content is None or obj.closed:
+                continue
             obj.seek(0)
             obj.truncate()
             obj.write(base64.b64decode(content) if kind == "b" else content)
@@ -173,19 +200,38 @@ def apply_mirrors(updates):
 
 def mirror_state(mid):
     obj = MIRRORS[mid]
+    if type(obj) is object:
+        return {"SENT": True}
+    if type(obj) in ITER_TYPES:
+        return {"ITER": [None, iter_position(obj)]}
+    if type(obj) in (io.BytesIO, io.StringIO) and obj.closed:
+        return {"IO": ["b" if type(obj) is io.BytesIO else "s", None, 0]}
     if type(obj) in (list, dict, set, bytearray):
         return Encoder(top_mirror=mid).value(obj)
     if type(obj) is io.BytesIO:
         return {"IO": ["b", base64.b64encode(obj.getvalue()).decode("ascii"), obj.tell()]}
     if type(obj) is io.StringIO:
         return {"IO": ["s", obj.getvalue(), obj.tell()]}
-    return {"OBJ": Encoder(top_mirror=mid).value(dict(obj.__dict__))}
+    enc = Encoder(top_mirror=mid)
+    return {"OBJ": {"D": [[enc.value(k), enc.value(x)] for k, x in obj.__dict__.items()]}}
+
+
+ITER_TYPES = (type(iter([])), type(iter(())), type(iter(range(0))), type(iter(range(1 << 64))))
+
+
+def iter_position(it):
+    red = it.__reduce__()
+    return red[2] if len(red) >= 3 else None
 
 
 def mirror_shape(obj):
     """What must stay the same for a twin to be unchanged (as on the
     trusted side): its items' identities, or a file's content and position."""
     t = type(obj)
+    if t is object:
+        return ()
+    if t in ITER_TYPES:
+        return iter_position(obj)
     if t is list:
         return tuple(map(id, obj))
     if t is dict:
@@ -195,7 +241,7 @@ def mirror_shape(obj):
     if t is bytearray:
         return bytes(obj)
     if t in (io.BytesIO, io.StringIO):
-        return obj.getvalue(), obj.tell()
+        return ("closed",) if obj.closed else (obj.getvalue(), obj.tell())
     d = obj.__dict__
     return tuple(d), tuple(map(id, d.values()))
 
@@ -279,7 +325,18 @@ def describe(cls):
         "bases": bases,
         "exc": issubclass(cls, BaseException),
         "meta": None if type(cls) is type else type_ref(type(cls)),
+        "dunders": [n for n in OPTIONAL_DUNDERS if getattr(cls, n, None) is not None],
     }
+
+
+OPTIONAL_DUNDERS = (
+    "__call__", "__iter__", "__next__", "__reversed__", "__len__", "__bool__", "__getitem__",
+    "__setitem__", "__delitem__", "__contains__", "__enter__", "__exit__", "__int__", "__float__",
+    "__index__", "__complex__", "__bytes__", "__fspath__", "__round__", "__trunc__", "__floor__",
+    "__ceil__", "__get__", "__neg__", "__pos__", "__abs__", "__invert__",
+) + tuple(f"__{p}{n}__" for n in ("add", "sub", "mul", "matmul", "truediv", "floordiv", "mod", "pow",
+                                  "lshift", "rshift", "and", "xor", "or")
+          for p in ("", "r", "i")) + ("__divmod__", "__rdivmod__")
 
 
 class Encoder:
@@ -303,6 +360,9 @@ class Encoder:
             if math.isfinite(v):
                 return v
             return {"F": repr(v)}
+        n = SHIPPED_FN_IDS.get(id(v))
+        if n is not None and SHIPPED_FNS.get(n) is v:
+            return {"TFN": n}
         mid = MIRROR_IDS.get(id(v))
         if mid is not None and mid != self.top_mirror and MIRRORS.get(mid) is v:
             # Named in this answer: kept until the trusted side has read it.
@@ -312,6 +372,11 @@ class Encoder:
         try:
             if self.depth > 200:
                 raise RecursionError("value nested too deeply")
+            if t in (list, dict, set, bytearray) and mid is None:
+                # A container of this side's (a module's registry, a
+                # result): mirrored the other way, so that what a test
+                # adds to it here is added there.
+                return self.reverse_mirror(v, t)
             if t is list:
                 return {"L": [self.value(x) for x in v]}
             if t is tuple:
@@ -338,12 +403,27 @@ class Encoder:
             if std is not None:
                 return {"X": std}
             n = SHIPPED_IDS.get(id(t))
-            if n is not None and SHIPPED.get(n) is t:
-                return {"TOBJ": [n, self.base_value(v, t),
-                                 self.value(dict(v.__dict__)) if hasattr(v, "__dict__") else None]}
+            if n is not None and SHIPPED.get(n) is t and not any(
+                    b in (list, dict, set, bytearray) for b in t.__mro__):
+                state = None
+                if hasattr(v, "__dict__"):
+                    state = {"D": [[self.value(k), self.value(x)] for k, x in v.__dict__.items()]}
+                return {"TOBJ": [n, self.base_value(v, t), state]}
         finally:
             self.depth -= 1
         return self.handle(v)
+
+    def reverse_mirror(self, v, t):
+        global NEXT_REVERSE
+        NEXT_REVERSE -= 1
+        mid = NEXT_REVERSE
+        MIRRORS[mid] = v
+        MIRROR_IDS[id(v)] = mid
+        REFERENCED.add(mid)
+        enc = mirror_state(mid)
+        MIRROR_SENT[mid] = mirror_shape(v)
+        enc["RMIR"] = mid
+        return enc
 
     def base_value(self, v, t):
         for base in (int, float, complex, str, bytes, tuple, frozenset):
@@ -451,7 +531,7 @@ SUPPORT_SOURCE = r'''
 import marshal, types, importlib
 def handle(h):
     return _lookup(h)
-def function(code, name, qualname, module, defaults, kwdefaults, closure, globals_, doc):
+def function(code, name, qualname, module, defaults, kwdefaults, closure, globals_, doc, attrs=(), number=None):
     g = {"__name__": module, "__builtins__": __builtins__}
     g.update(dict(globals_))
     cells = tuple(types.CellType(v) for v in closure) if closure is not None else None
@@ -460,6 +540,9 @@ def function(code, name, qualname, module, defaults, kwdefaults, closure, global
     f.__kwdefaults__ = kwdefaults
     f.__doc__ = doc
     f.__module__ = module
+    f.__dict__.update(attrs)
+    if number is not None:
+        _shipped_fn(number, f)
     return f
 def klass(name, bases, qualname, module, meta, simple=(), number=None):
     ns = {"__qualname__": qualname, "__module__": module}
@@ -467,11 +550,18 @@ def klass(name, bases, qualname, module, meta, simple=(), number=None):
     cls = (meta or type)(name, bases, ns)
     if number is not None:
         _shipped(number, cls)
+    _publish(cls)
     return cls
 def shipped(number):
     if number not in _shipped_classes:
         _define(number)
     return _shipped_classes[number]
+def testcase(cls, method, state):
+    obj = cls.__new__(cls)
+    import unittest
+    unittest.TestCase.__init__(obj, method)
+    obj.__dict__.update(dict(state))
+    return obj
 def memory(data, fmt, shape):
     return memoryview(data).cast("B").cast(fmt, shape)
 def register_abc(cls, abcs):
@@ -494,6 +584,8 @@ def make_support(lookup):
     mod.__dict__["_shipped"] = register_shipped
     mod.__dict__["_shipped_classes"] = SHIPPED
     mod.__dict__["_define"] = define_shipped
+    mod.__dict__["_publish"] = publish_class
+    mod.__dict__["_shipped_fn"] = register_shipped_fn
     exec(compile(SUPPORT_SOURCE, "<arbor-support>", "exec"), mod.__dict__)
     sys.modules[mod.__name__] = mod
     return mod
@@ -510,9 +602,41 @@ SHIPPED_IDS = {}
 SHIPPED_DEFS = {}
 
 
+# Functions the trusted side shipped by value, by its number for them: sent
+# back as that number (its own function again).
+SHIPPED_FN_IDS = {}
+SHIPPED_FNS = {}
+
+
+def register_shipped_fn(number, f):
+    SHIPPED_FNS[number] = f
+    SHIPPED_FN_IDS[id(f)] = number
+
+
 def register_shipped(number, cls):
     SHIPPED[number] = cls
     SHIPPED_IDS[id(cls)] = number
+
+
+def publish_class(cls):
+    """Make a class the trusted side shipped importable by its module and
+    name (in a stand-in module), so that pickling its instances here works
+    as it does in the test's own process."""
+    module, qualname = cls.__module__, cls.__qualname__
+    if "<locals>" in qualname or "." in qualname or not isinstance(module, str):
+        return
+    parts = module.split(".")
+    for i in range(1, len(parts) + 1):
+        name = ".".join(parts[:i])
+        if name not in sys.modules:
+            stub = types.ModuleType(name)
+            stub.__arbor_stub__ = True
+            sys.modules[name] = stub
+            if i > 1:
+                setattr(sys.modules[".".join(parts[:i - 1])], parts[i - 1], stub)
+    target = sys.modules[module]
+    if getattr(target, "__arbor_stub__", False):
+        setattr(target, qualname, cls)
 
 
 def define_shipped(number):
@@ -584,7 +708,7 @@ class Capture:
             reply["log"] = logs
 
 
-def exception_reply(e):
+def exception_reply(e, _depth=0):
     import traceback
     cls = type(e)
     try:
@@ -600,8 +724,14 @@ def exception_reply(e):
         args = encode(e.args)
     except BaseException:
         args = {"T": []}
-    return {"H": TABLE.handle(e), "t": type_ref(cls), "args": args,
-            "str": text[:20000], "tb": tb[-20000:]}
+    reply = {"H": TABLE.handle(e), "t": type_ref(cls), "args": args,
+             "str": text[:20000], "tb": tb[-20000:]}
+    if e.__suppress_context__:
+        reply["suppress"] = True
+    cause = e.__cause__
+    if isinstance(cause, BaseException) and cause is not e and _depth < 3:
+        reply["cause"] = exception_reply(cause, _depth + 1)
+    return reply
 
 
 BINARY = {
@@ -725,6 +855,9 @@ def handle_request(req, capture):
     elif op == "setitem":
         target[args[0]] = args[1]
         result = None
+    elif op == "get":
+        getter = getattr(type(target), "__get__", None)
+        result = target if getter is None else getter(target, *args)
     elif op == "exit":
         result = target.__exit__(*args)
     elif op in UNARY:
@@ -815,13 +948,14 @@ def prepare_request(req):
         MIRRORS.clear()
         MIRROR_IDS.clear()
         MIRROR_SENT.clear()
+
+    if "mirrors" in req:
+        apply_mirrors(req["mirrors"])
     for mid in req.get("mirror_drop", ()):
         obj = MIRRORS.pop(mid, None)
         if obj is not None:
             MIRROR_IDS.pop(id(obj), None)
         MIRROR_SENT.pop(mid, None)
-    if "mirrors" in req:
-        apply_mirrors(req["mirrors"])
     if "env" in req:
         for k, v in req["env"].get("set", {}).items():
             os.environ[str(k)] = str(v)
@@ -832,6 +966,12 @@ def prepare_request(req):
             os.chdir(req["cwd"])
         except OSError:
             pass
+    global RANDOM_SENT
+    if "random" in req:
+        import random
+        version, internal, gauss = req["random"]
+        random.setstate((version, tuple(internal), gauss))
+        RANDOM_SENT = random.getstate()
 
 
 def serve():
@@ -874,6 +1014,11 @@ def serve():
                     reply["exc"] = {"str": f"[arbor: the exception could not be described: {inner!r}]",
                                     "t": {"std": ["builtins", "RuntimeError"]}, "args": {"T": []}}
         capture.collect(reply, caught)
+        if RANDOM_SENT is not None and "random" in sys.modules:
+            state = sys.modules["random"].getstate()
+            if state != RANDOM_SENT:
+                reply["random"] = [state[0], list(state[1]), state[2]]
+                globals()["RANDOM_SENT"] = state
         if MIRRORS:
             changes, gone = mirror_changes()
             if changes:
