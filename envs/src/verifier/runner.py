@@ -42,8 +42,17 @@ CHECKS = os.environ.pop("ARBOR_CHECKS", "/verifier")
 NONCE = os.environ.pop("ARBOR_NONCE", "")
 BUDGET_MS = int(os.environ.pop("ARBOR_BUDGET_MS", "60000") or "60000")
 WORKSPACE = os.environ.pop("ARBOR_WORKSPACE", "/workspace")
-# Per-test timings on stderr (debugging the runner itself).
-TRACE = bool(os.environ.pop("ARBOR_TRACE", ""))
+# Per-test timings (debugging the runner itself): to stderr, or appended to
+# the file this names.
+TRACE = os.environ.pop("ARBOR_TRACE", "")
+
+
+def trace(line):
+    if TRACE.startswith("/"):
+        with open(TRACE, "a") as f:
+            f.write(line + "\n")
+    else:
+        os.write(2, (line + "\n").encode())
 for _k in ("ARBOR_CHECKS", "ARBOR_NONCE", "ARBOR_BUDGET_MS", "ARBOR_WORKSPACE"):
     try:
         os.unsetenv(_k)
@@ -133,12 +142,12 @@ class Recorder(unittest.result.TestResult):
         strict.reset()
         if TRACE:
             self._t0 = time.monotonic()
-            os.write(2, f"start {test.id()}\n".encode())
+            trace(f"start {test.id()}")
 
     def stopTest(self, test):
         super().stopTest(test)
         if TRACE:
-            os.write(2, f"stop {test.id()} {time.monotonic() - self._t0:.3f}s calls={boundary.CLIENT.channel.calls}\n".encode())
+            trace(f"stop {test.id()} {time.monotonic() - self._t0:.3f}s calls={boundary.CLIENT.channel.calls}")
         if boundary.CLIENT is not None:
             boundary.CLIENT.reset_mirrors()
 
@@ -263,6 +272,8 @@ class PytestRecorder:
 
     def pytest_runtest_logreport(self, report):
         nodeid = report.nodeid
+        if TRACE and report.when == "call":
+            trace(f"stop {nodeid} {report.duration:.3f}s")
         text = lambda: pytest_detail(report)  # noqa: E731
         wasxfail = hasattr(report, "wasxfail")
         if report.when == "setup":
