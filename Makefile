@@ -13,6 +13,10 @@ ifdef CI
 export CARGO_INCREMENTAL := 0
 endif
 TARGET_DIR := $(or $(CARGO_TARGET_DIR),target)
+# pytest for the checks' trusted environment, and the PyPI suites of the
+# verifier's compatibility test (.ci/prerequisites fills both).
+export ARBOR_VERIFIER_SITE ?= $(abspath $(TARGET_DIR))/verifier-site
+export ARBOR_UPSTREAM_SDISTS ?= $(abspath $(TARGET_DIR))/upstream-sdists
 
 .PHONY: demo test test-unprivileged bench prerequisites
 

@@ -225,7 +225,8 @@ pub struct RolloutArgs {
         required_unless_present = "split"
     )]
     pub task: Option<String>,
-    /// Every task of a split: train, heldout-variants or heldout-families.
+    /// Every task of a split: train, heldout-variants, heldout-families or
+    /// upstream.
     #[arg(long, value_name = "S")]
     pub split: Option<String>,
     /// The behaviour policy: random, gold, mixture, mixture:P, command:CMD.
@@ -294,7 +295,8 @@ pub struct TrainArgs {
 pub enum TaskCommand {
     /// List the tasks (id, family, group, difficulty, split).
     List {
-        /// Only this split: train, heldout-variants or heldout-families.
+        /// Only this split: train, heldout-variants, heldout-families,
+        /// upstream or code-interpreter.
         #[arg(long, value_name = "S")]
         split: Option<String>,
     },

@@ -136,7 +136,7 @@ pub fn generic(spec: &TaskSpec) -> Vec<Canary> {
             AgentAction::write("json.py", EXIT_0),
         ]),
     );
-    if spec.family == Family::Coding
+    if matches!(spec.family, Family::Coding | Family::Upstream)
         && let Some((path, fixed)) = python_target(spec)
     {
         let original = std::fs::read_to_string(spec.workspace.join(&path)).unwrap_or_default();

@@ -6,17 +6,23 @@ use std::path::{Path, PathBuf};
 
 use serde::Deserialize;
 
-use crate::task::{Backend, TaskError, TaskSpec};
+use crate::task::{Backend, Family, TaskError, TaskSpec};
 
-/// The splits, in order. `train` and the two held-out splits hold native
-/// tasks (what rollouts and training drive); `code-interpreter` holds the
+/// The splits, in order. `train` and the two held-out splits hold the
+/// bundled multi-step native tasks (what rollouts and training drive);
+/// `upstream` holds one-edit bug fixes in real code graded by its own
+/// upstream test suite (native, evaluation); `code-interpreter` holds the
 /// `backend = "wasm"` tasks, and only those.
 pub const SPLITS: &[&str] = &[
     "train",
     "heldout-variants",
     "heldout-families",
+    UPSTREAM,
     CODE_INTERPRETER,
 ];
+
+/// The split of the imported one-edit tasks (family `upstream`).
+pub const UPSTREAM: &str = "upstream";
 
 /// The split of the `backend = "wasm"` (interpreter session) tasks.
 pub const CODE_INTERPRETER: &str = "code-interpreter";
@@ -92,6 +98,14 @@ impl Suite {
                 }
                 if let Some(other) = seen.insert(id, split) {
                     return Err(bad(format!("{id:?} is in both {other:?} and {split:?}")));
+                }
+                let upstream = tasks[id].family == Family::Upstream;
+                if upstream != (split == UPSTREAM) {
+                    return Err(bad(format!(
+                        "{id:?} (family {}) is in split {split:?}: `upstream` tasks go in \
+                         {UPSTREAM:?}, and only they do",
+                        tasks[id].family
+                    )));
                 }
                 let wasm = tasks[id].backend == Backend::Wasm;
                 if wasm != (split == CODE_INTERPRETER) {
@@ -170,7 +184,6 @@ impl Suite {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::task::Family;
 
     #[test]
     fn the_bundled_suite_has_its_promised_shape() {
@@ -190,7 +203,7 @@ mod tests {
         for split in SPLITS {
             assert!(!suite.split(split).unwrap().is_empty(), "{split} is empty");
         }
-        for t in suite.tasks.values() {
+        for t in suite.tasks.values().filter(|t| t.multi_step) {
             assert!(
                 t.candidates.len() >= 6,
                 "{}: {} candidates",
@@ -201,9 +214,23 @@ mod tests {
         }
         // Groups have several variants, and both families are held out somewhere.
         let mut groups: BTreeMap<&str, usize> = BTreeMap::new();
-        for t in suite.tasks.values() {
+        for t in suite.tasks.values().filter(|t| t.multi_step) {
             *groups.entry(&t.group).or_default() += 1;
         }
+        // The imported tasks: one-edit fixes graded by upstream suites, in
+        // their own split, some of them pytest.
+        let upstream = suite.split(UPSTREAM).unwrap();
+        assert!(upstream.len() >= 6, "{} upstream tasks", upstream.len());
+        assert!(
+            upstream
+                .iter()
+                .all(|t| t.family == Family::Upstream && !t.multi_step)
+        );
+        let pytest = upstream
+            .iter()
+            .filter(|t| t.check_config.runner == crate::task::CheckRunner::Pytest)
+            .count();
+        assert!(pytest >= 3, "{pytest} pytest tasks");
         assert!(groups.values().all(|n| *n >= 3), "{groups:?}");
         let held: BTreeSet<Family> = suite
             .split("heldout-families")

@@ -496,6 +496,24 @@ struct RawCanary {
     actions: Vec<AgentAction>,
 }
 
+/// Whether `dir` holds a test file (`test*.py` or `*_test.py`), looking
+/// `depth` folders down (pytest suites keep theirs in `tests/`).
+fn has_test_files(dir: &Path, depth: usize) -> bool {
+    let Ok(rd) = std::fs::read_dir(dir) else {
+        return false;
+    };
+    rd.filter_map(Result::ok).any(|e| {
+        let n = e.file_name().to_string_lossy().into_owned();
+        match e.file_type() {
+            Ok(t) if t.is_file() => {
+                n.ends_with(".py") && (n.starts_with("test") || n.ends_with("_test.py"))
+            }
+            Ok(t) if t.is_dir() => depth > 0 && has_test_files(&e.path(), depth - 1),
+            _ => false,
+        }
+    })
+}
+
 /// Whether `id` is a valid task id.
 pub fn valid_id(id: &str) -> bool {
     (1..=64).contains(&id.len())
@@ -725,16 +743,10 @@ impl TaskSpec {
             let dir_field = checks.and_then(|c| c.dir.as_ref());
             let rel = dir_field.map_or("checks", |d| d.get_ref().as_str());
             let path = dir.join(rel);
-            let has_tests = std::fs::read_dir(&path)
-                .map(|rd| {
-                    rd.filter_map(Result::ok).any(|e| {
-                        let n = e.file_name().to_string_lossy().into_owned();
-                        n.starts_with("test") && n.ends_with(".py")
-                    })
-                })
-                .unwrap_or(false);
-            if !has_tests || !is_plain_relative(rel) {
-                let message = format!("{rel:?} is not a folder of test*.py files in the task");
+            if !has_test_files(&path, 4) || !is_plain_relative(rel) {
+                let message = format!(
+                    "{rel:?} is not a folder of test files (test*.py or *_test.py) in the task"
+                );
                 return Err(match dir_field {
                     Some(d) => src.error(d, "checks.dir", message),
                     None => TaskError::File {
@@ -923,13 +935,6 @@ fn check_config(
     };
     let fail_to_pass = ids(&raw.fail_to_pass, "checks.fail_to_pass")?;
     let pass_to_pass = ids(&raw.pass_to_pass, "checks.pass_to_pass")?;
-    if runner == CheckRunner::Pytest && fail_to_pass.is_empty() && pass_to_pass.is_empty() {
-        return Err(TaskError::File {
-            file: src.file.to_owned(),
-            message: "a pytest task names its checks: give checks.fail_to_pass (and pass_to_pass)"
-                .into(),
-        });
-    }
     let pytest_ini = match &raw.pytest_ini {
         Some(p) => {
             let rel = p.get_ref();

@@ -5,7 +5,10 @@
 //! - every mutated gold (a `wrong` candidate in place of the gold action it
 //!   `replaces`) scores 0;
 //! - every single candidate alone scores 0, and the `right` candidates
-//!   together, in order, score 1 (so a discrete policy can solve it);
+//!   together, in order, score 1 (so a discrete policy can solve it); a
+//!   one-edit task (`[validate] multi_step = false`, the default of the
+//!   `upstream` family) is exempt from the first half for its `right`
+//!   candidates, and from the structural rules on candidates;
 //! - every canary (the generic suite and the task's own) scores 0;
 //! - a workspace that is a git repository holds nothing beyond its base
 //!   commit (no further commits, tags, remotes, stashes, reflog entries or
@@ -88,6 +91,9 @@ pub fn plan(spec: &TaskSpec) -> Vec<(String, f64, Vec<AgentAction>)> {
         }
     }
     for (i, c) in spec.candidates.iter().enumerate() {
+        if !spec.multi_step && c.label == CandidateLabel::Right {
+            continue;
+        }
         plan.push((
             format!("candidate[{i}] alone ({:?})", c.label).to_lowercase(),
             0.0,
@@ -107,9 +113,19 @@ pub fn plan(spec: &TaskSpec) -> Vec<(String, f64, Vec<AgentAction>)> {
     plan
 }
 
-/// Structural rules on the candidates.
+/// Structural rules on the candidates (those of the multi-step families
+/// apply only to tasks that keep `multi_step`).
 pub fn structural_problems(spec: &TaskSpec) -> Vec<String> {
     let mut p = Vec::new();
+    if spec.backend == Backend::Wasm && spec.canaries.is_empty() {
+        p.push(
+            "no task-specific canary; a `wasm` task needs one (hard-code the visible example)"
+                .to_owned(),
+        );
+    }
+    if !spec.multi_step {
+        return p;
+    }
     let n = spec.candidates.len();
     if n < 6 {
         p.push(format!("{n} candidate actions; a task needs at least 6"));
@@ -127,12 +143,6 @@ pub fn structural_problems(spec: &TaskSpec) -> Vec<String> {
         .any(|c| c.label == CandidateLabel::Wrong && c.replaces.is_some())
     {
         p.push("no `wrong` candidate with `replaces` (the mutated gold)".to_owned());
-    }
-    if spec.backend == Backend::Wasm && spec.canaries.is_empty() {
-        p.push(
-            "no task-specific canary; a `wasm` task needs one (hard-code the visible example)"
-                .to_owned(),
-        );
     }
     p
 }

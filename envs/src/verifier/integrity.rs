@@ -40,6 +40,25 @@ use ruff_python_ast::{Expr, Stmt};
 
 use crate::task::TaskSpec;
 
+/// Every rule of the analysis (the table above), for `allow_static`.
+pub const RULES: &[&str] = &[
+    "frame",
+    "gc",
+    "ctypes",
+    "main",
+    "modules-write",
+    "builtins-write",
+    "import-hook",
+    "process",
+    "output",
+    "trace",
+    "code",
+    "class-swap",
+    "dunder",
+    "dynamic",
+    "proc",
+];
+
 /// Largest file analysed (bigger ones are reported as one finding).
 const MAX_SOURCE: u64 = 2 << 20;
 
@@ -233,6 +252,7 @@ const DUNDERS: &[&str] = &[
 
 impl Analyser<'_> {
     fn add(&mut self, rule: &'static str, what: impl Into<String>, at: ruff_text_size::TextSize) {
+        debug_assert!(RULES.contains(&rule), "{rule} is missing from RULES");
         let line = line_of(self.source, usize::from(at));
         self.out.push(Finding {
             rule,

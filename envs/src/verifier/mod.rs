@@ -49,6 +49,29 @@ const OBSERVATION_BYTES: usize = 8 << 10;
 /// Version of the preparation format; part of the cache key.
 const PREPARE_VERSION: &str = "arbor-task-v2";
 
+/// The trusted runner's report of one run of the hidden checks.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct CheckRun {
+    /// Every check it ran.
+    pub tests: Vec<CheckReport>,
+    /// A problem with the run as a whole (the budget ran out, say).
+    pub problem: Option<String>,
+    /// Why the subject process became unusable, if it did.
+    pub subject: Option<String>,
+}
+
+/// One hidden check's outcome as the trusted runner reported it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct CheckReport {
+    /// `module.Class.method` (unittest) or a pytest node id; `module.*` or
+    /// `file::*` for an error of a whole module.
+    pub id: String,
+    /// `pass`, `fail`, `error`, `skip`, `xfail` or `xpass`.
+    pub outcome: String,
+    /// The failure's text, or the skip's reason.
+    pub detail: String,
+}
+
 /// A task ready to run: its root snapshot, its checks snapshot and the ids of
 /// its hidden checks.
 #[derive(Debug)]
@@ -163,6 +186,36 @@ impl TaskEnv {
             last,
         };
         Ok((episode, results))
+    }
+
+    /// Run every hidden check on `state` (a snapshot of this task's
+    /// workspace) and return the trusted runner's raw report, before any
+    /// judging: what `verify` decides from, exposed to measure agreement
+    /// with an upstream run of the same suite.
+    ///
+    /// # Errors
+    /// Runtime faults; `Ok(Err(why))` when the runner gave no report.
+    pub fn check_report(&self, state: &Snapshot) -> Result<Result<CheckRun, String>, EnvError> {
+        if let Some(problem) = &self.list_problem {
+            return Ok(Err(problem.clone()));
+        }
+        let mut sb = state.open()?;
+        sb.reset_session();
+        Ok(
+            checks::run(&mut sb, &self.checks, self.spec.checks_timeout_ms)?.map(|r| CheckRun {
+                tests: r
+                    .tests
+                    .into_iter()
+                    .map(|t| CheckReport {
+                        id: t.id,
+                        outcome: t.outcome,
+                        detail: t.detail,
+                    })
+                    .collect(),
+                problem: r.problem,
+                subject: r.subject,
+            }),
+        )
     }
 
     /// Run `actions` and verify the result.
@@ -605,6 +658,18 @@ fn content_key(spec: &TaskSpec) -> Result<String, String> {
     for (label, dir) in [("workspace", &spec.workspace), ("checks", &spec.checks)] {
         h.update(label.as_bytes());
         hash_dir(&mut h, dir, dir)?;
+    }
+    if spec.check_config.runner == crate::task::CheckRunner::Pytest {
+        // The trusted site's distributions (pytest 8.3.4, ...) by name.
+        let site = verifier_site()?;
+        let mut dists: Vec<String> = std::fs::read_dir(&site)
+            .map_err(|e| format!("{}: {e}", site.display()))?
+            .filter_map(Result::ok)
+            .map(|e| e.file_name().to_string_lossy().into_owned())
+            .filter(|n| n.ends_with(".dist-info"))
+            .collect();
+        dists.sort();
+        h.update(dists.join("\n").as_bytes());
     }
     Ok(hex::encode(&h.finalize().as_bytes()[..6]))
 }
