@@ -331,10 +331,39 @@ pub(crate) fn run(
         .lines()
         .filter_map(|l| l.strip_prefix(&prefix))
         .collect();
-    let parsed: Option<RunnerResult> = match lines.as_slice() {
+    let mut parsed: Option<RunnerResult> = match lines.as_slice() {
         [one] => serde_json::from_str(one).ok(),
         _ => None,
     };
+    // The subject's own end (a crash, an exit) is known here, not to the
+    // runner: name it where the runner saw the subject go.
+    if let (Some(r), Some(peer)) = (parsed.as_mut(), obs.peer.as_ref())
+        && !peer.stopped
+    {
+        let how = format!("the subject process ended: {}", exit_words(&peer.exit));
+        for t in &mut r.tests {
+            if t.detail.contains("the code under test exited") {
+                t.detail.push_str(&format!(" [{how}]"));
+            }
+        }
+        r.subject.get_or_insert(how);
+    }
+    // Output written straight to its file descriptors, past the helper's cap.
+    if let (Some(r), Some(peer)) = (parsed.as_mut(), obs.peer.as_ref()) {
+        let flooded = [&peer.stdout, &peer.stderr]
+            .iter()
+            .any(|b| String::from_utf8_lossy(b).contains("[arbor: output truncated"));
+        if flooded {
+            let note = "the code under test flooded its standard output or error \
+                        (past the capture limit)";
+            for t in &mut r.tests {
+                if t.detail.contains("the code under test") && t.outcome != "pass" {
+                    t.detail.push_str(&format!(" [{note}]"));
+                }
+            }
+            r.subject.get_or_insert(note.to_owned());
+        }
+    }
     Ok(parsed.ok_or_else(|| match obs.exit {
         ExitStatus::Timeout => "the checks timed out".to_owned(),
         ref e => format!(
@@ -373,6 +402,24 @@ pub(crate) fn module_error<'a>(tests: &'a [RunnerTest], id: &str) -> Option<&'a 
     tests
         .iter()
         .find(|t| Some(&t.id) == unittest.as_ref() || Some(&t.id) == pytest.as_ref())
+}
+
+/// How a process ended, with the signal's name.
+fn exit_words(exit: &ExitStatus) -> String {
+    let name = match exit {
+        ExitStatus::Signal { signal } => match signal {
+            4 => " (SIGILL)",
+            6 => " (SIGABRT)",
+            7 => " (SIGBUS)",
+            8 => " (SIGFPE)",
+            9 => " (SIGKILL)",
+            11 => " (SIGSEGV)",
+            15 => " (SIGTERM)",
+            _ => "",
+        },
+        _ => "",
+    };
+    format!("{}{name}", describe_exit(exit))
 }
 
 fn shell_quote(s: &str) -> String {

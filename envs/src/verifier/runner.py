@@ -317,11 +317,41 @@ def pytest_args(config, extra):
     return args + extra
 
 
+class Selection:
+    """Keep only the wanted node ids of the files collected (so an id that
+    does not exist is reported as such instead of stopping pytest)."""
+
+    def __init__(self, wanted):
+        self.wanted = set(wanted)
+
+    def pytest_collection_modifyitems(self, session, config, items):
+        keep = [i for i in items if i.nodeid in self.wanted]
+        dropped = [i for i in items if i.nodeid not in self.wanted]
+        if dropped:
+            config.hook.pytest_deselected(items=dropped)
+        items[:] = keep
+
+
 def run_pytest(config, outcomes, ids):
     import pytest
     recorder = PytestRecorder(outcomes)
-    targets = [os.path.join(CHECKS, i) for i in ids] if ids else [CHECKS]
-    code = pytest.main(pytest_args(config, targets), plugins=[recorder])
+    plugins = [recorder]
+    if ids:
+        files = []
+        for i in ids:
+            f = i.split("::")[0]
+            if f not in files:
+                if os.path.isfile(os.path.join(CHECKS, f)):
+                    files.append(f)
+                else:
+                    outcomes.set(i, "error", f"not found: the checks have no file {f}")
+        targets = [os.path.join(CHECKS, f) for f in files]
+        plugins.append(Selection(ids))
+        if not targets:
+            return
+    else:
+        targets = [CHECKS]
+    code = pytest.main(pytest_args(config, targets), plugins=plugins)
     if code not in (0, 1) and not outcomes.by_id:
         raise RuntimeError(f"pytest ended with status {int(code)} and ran nothing")
     for i in ids:

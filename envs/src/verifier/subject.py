@@ -41,6 +41,9 @@ CHANNEL = 3
 MAX_FRAME = 64 << 20
 # Output kept per request (the rest is dropped with a mark).
 OUTPUT_CAP = 1 << 20
+# Output written during one request past which every write fails: code
+# under test that floods its output gets a named error, not the memory.
+FLOOD_LIMIT = 64 << 20
 # Ints past this many digits travel as hex (decimal parsing is quadratic).
 INT_LIMIT = 10**4000
 STDLIB = frozenset(sys.stdlib_module_names)
@@ -650,14 +653,64 @@ SUPPORT = make_support(TABLE.get)
 ROOTS = []
 
 
+class CappedText(io.TextIOBase):
+    """sys.stdout or sys.stderr of code under test: keeps the first
+    OUTPUT_CAP characters of a request, counts the rest, and refuses writes
+    past FLOOD_LIMIT."""
+
+    def __init__(self, name):
+        super().__init__()
+        self.name = name
+        self.parts = []
+        self.kept = 0
+        self.total = 0
+
+    @property
+    def encoding(self):
+        return "utf-8"
+
+    def writable(self):
+        return True
+
+    def isatty(self):
+        return False
+
+    def write(self, s):
+        if not isinstance(s, str):
+            raise TypeError(f"write() argument must be str, not {type(s).__name__}")
+        self.total += len(s)
+        if self.total > FLOOD_LIMIT:
+            raise OSError(f"arbor verifier: the code under test flooded its output: more than "
+                          f"{FLOOD_LIMIT >> 20} MiB written to sys.{self.name} during one call")
+        if self.kept < OUTPUT_CAP:
+            keep = s[:OUTPUT_CAP - self.kept]
+            self.parts.append(keep)
+            self.kept += len(keep)
+        return len(s)
+
+    def flush(self):
+        pass
+
+    def getvalue(self):
+        text = "".join(self.parts)
+        if self.total > self.kept:
+            text += f"\n[arbor: {self.total - self.kept} characters dropped]\n"
+        return text
+
+    def reset(self):
+        self.parts = []
+        self.kept = 0
+        self.total = 0
+
+
 class Capture:
     """What code under test printed, warned and logged during one request:
     sent back with the answer, so the trusted side sees it where a test
     expects it (captured stdout, assertWarns, assertLogs)."""
 
     def __init__(self):
-        self.out = io.StringIO()
-        self.err = io.StringIO()
+        self.out = CappedText("stdout")
+        self.err = CappedText("stderr")
         sys.stdout = self.out
         sys.stderr = self.err
         self.log = None
@@ -676,10 +729,7 @@ class Capture:
     @staticmethod
     def drain(buf):
         text = buf.getvalue()
-        buf.seek(0)
-        buf.truncate()
-        if len(text) > OUTPUT_CAP:
-            text = text[:OUTPUT_CAP] + f"\n[arbor: {len(text) - OUTPUT_CAP} characters dropped]\n"
+        buf.reset()
         return text
 
     def collect(self, reply, caught):
