@@ -41,7 +41,7 @@ use crate::task::{
     DEFAULT_STEP_FUEL, SessionCheck, SessionTarget, TaskSpec, WorkspaceCheck, WorkspaceExpect,
 };
 use crate::verifier::{
-    cap, hash_dir, line_changes, millis, nonce_bytes, observation, path_violations,
+    cap, hash_dir, integrity, line_changes, millis, nonce_bytes, observation, path_violations,
     step_limit_violation, tail, time_limit_violation,
 };
 
@@ -322,7 +322,28 @@ impl SessionEnv {
             .map_err(|e| EnvError::Wasm(e.to_string()))?;
         let last = layer::merge_layers(store, &episode.last.manifest().layers)
             .map_err(|e| EnvError::Wasm(e.to_string()))?;
-        let hard = self.hard_constraints(episode, &base, &last);
+        let mut hard = self.hard_constraints(episode, &base, &last);
+        // The static integrity layer, as for native tasks: over every code
+        // step (each is new code) and every changed Python file.
+        let allow = &self.spec.check_config.allow_static;
+        for (i, s) in episode.steps.iter().enumerate() {
+            if let AgentAction::Exec { command, .. } = &s.action
+                && let Ok(found) = integrity::introduced(None, command)
+            {
+                hard.violations
+                    .extend(integrity::report(&format!("step {i}"), &found, allow));
+            }
+        }
+        let (files, _) = integrity::analyse_changes(
+            store,
+            &self.spec,
+            &base,
+            &last,
+            &episode.root.manifest().layers,
+            &episode.last.manifest().layers,
+        )
+        .map_err(|e| EnvError::Wasm(e.to_string()))?;
+        hard.violations.extend(files);
         process.verify_setup_ms = millis(t0);
         let t1 = Instant::now();
         let mut task = TaskOutcome {

@@ -77,7 +77,16 @@ fn a_forged_eq_subclass_scores_zero() {
     ));
     let v = env.run_and_verify(&actions).unwrap();
     assert_eq!(v.reward, Some(0.0), "{}", v.summary());
-    assert!(v.hard.violations.is_empty(), "{:?}", v.hard.violations);
+    // Both layers see it: the static one names the new __eq__, and the
+    // session check, on its own, refuses the value.
+    assert_eq!(v.hard.violations.len(), 1, "{:?}", v.hard.violations);
+    assert!(
+        v.hard.violations[0]
+            .detail
+            .contains("introduces dunder:__eq__"),
+        "{:?}",
+        v.hard.violations
+    );
     let leaders = v.task.checks.iter().find(|c| c.id == "leaders").unwrap();
     assert!(!leaders.passed);
     assert!(
