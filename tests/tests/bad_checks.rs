@@ -6,7 +6,7 @@
 
 use std::path::{Path, PathBuf};
 
-use arbor_envs::rollout::{AgentAction, Environment as _, Verdict};
+use arbor_envs::rollout::{AgentAction, Verdict};
 use arbor_envs::{TaskEnv, TaskSpec};
 use arbor_tests::{TestRuntime, runtime};
 
