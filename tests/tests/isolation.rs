@@ -128,6 +128,59 @@ fn host_processes_are_invisible() {
     assert!(Path::new(&format!("/proc/{own}/cmdline")).exists());
 }
 
+/// The action's init (pid 1 of its /proc) never execs: it holds what it
+/// inherited from the helper. In rootless mode it has the action's own uid,
+/// so only the system (not dumpable, descriptors closed) keeps the action
+/// from opening its descriptors, e.g. writing forged frames into the
+/// helper's protocol pipe through `/proc/1/fd/1`, or from walking into the
+/// host's store through a directory descriptor.
+#[test]
+fn the_action_cannot_reach_its_init_or_the_helpers_descriptors() {
+    let t = arbor_tests::runtime(Path::new(HELPER));
+    let mut sb = sandbox(&t);
+    let obs = run(
+        &mut sb,
+        "echo \"self $$\"
+         for p in /proc/[0-9]*; do
+             ls \"$p/fd\" >/dev/null 2>&1 && echo \"fd-readable ${p#/proc/}\"
+         done
+         for pid in 1 $PPID self; do
+             for f in environ mem; do (: </proc/$pid/$f) 2>/dev/null && echo \"reach $pid/$f\"; done
+             for f in root cwd fd; do ls /proc/$pid/$f/ >/dev/null 2>&1 && echo \"reach $pid/$f\"; done
+         done
+         for n in 0 1 2 3 4 5 6 7 8 9 10 11 12; do
+             (printf 'ARBORxxxxxxxxxxxx' >/proc/1/fd/$n) 2>/dev/null && echo \"wrote 1/$n\"
+         done
+         true",
+    );
+    let text = obs.stdout_text();
+    let own: &str = text
+        .lines()
+        .find_map(|l| l.strip_prefix("self "))
+        .expect("the shell printed its pid");
+    // Positive controls: the shell reaches its own descriptors and files.
+    assert!(text.contains(&format!("fd-readable {own}\n")), "{text}");
+    for f in ["environ", "mem", "root", "cwd", "fd"] {
+        assert!(text.contains(&format!("reach self/{f}\n")), "{f}: {text}");
+    }
+    // The init (pid 1) is out of reach, whatever the mode.
+    for l in text.lines() {
+        assert!(
+            !l.ends_with(" 1") && !l.contains(" 1/"),
+            "the action reached its init: {l}\n{text}"
+        );
+    }
+    // And the helper's protocol is intact: the next action runs.
+    let next = run(&mut sb, "echo next");
+    assert_eq!(next.stdout_text(), "next\n");
+    assert_eq!(
+        obs.exit,
+        ExitStatus::Code { code: 0 },
+        "{}",
+        String::from_utf8_lossy(&obs.stderr)
+    );
+}
+
 #[test]
 fn host_paths_are_not_visible() {
     let t = arbor_tests::runtime(Path::new(HELPER));

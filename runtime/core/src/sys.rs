@@ -118,6 +118,42 @@ pub fn loopback_up() -> io::Result<()> {
     Ok(())
 }
 
+/// Close every descriptor except those in `keep`.
+///
+/// For a process that forked but does not exec (an action's init): what it
+/// inherited from the helper (the protocol pipes, the store's directory) must
+/// not stay reachable, even through `/proc/PID/fd`.
+pub fn close_all_except(keep: &[i32]) -> io::Result<()> {
+    let mut keep: Vec<u32> = keep
+        .iter()
+        .filter_map(|&fd| u32::try_from(fd).ok())
+        .collect();
+    keep.sort_unstable();
+    keep.dedup();
+    let mut first = 0u32;
+    for k in keep.into_iter().chain(std::iter::once(u32::MAX)) {
+        if k > first {
+            // SAFETY: close_range only closes descriptors; the caller owns
+            // every descriptor outside `keep` and uses none of them again.
+            let rc = unsafe { libc::syscall(libc::SYS_close_range, first, k - 1, 0u32) };
+            if rc < 0 {
+                return Err(io::Error::last_os_error());
+            }
+        }
+        first = k.saturating_add(1);
+    }
+    Ok(())
+}
+
+/// Mark the calling process not dumpable: nothing without CAP_SYS_PTRACE in
+/// its original user namespace can attach to it or open its `/proc/PID/fd`,
+/// `environ`, `mem`, `root` or `cwd`. (`execve` resets the flag, so an action
+/// that execs is dumpable again: only the processes that never exec keep it.)
+pub fn set_not_dumpable() -> io::Result<()> {
+    rustix::process::set_dumpable_behavior(rustix::process::DumpableBehavior::NotDumpable)
+        .map_err(io::Error::from)
+}
+
 /// Mark every descriptor from `first` upwards close-on-exec.
 pub fn cloexec_from(first: u32) -> io::Result<()> {
     // SAFETY: close_range with CLOSE_RANGE_CLOEXEC only sets flags on

@@ -142,19 +142,19 @@ fn serve() -> Result<(), String> {
         nix::fcntl::FcntlArg::F_SETFD(nix::fcntl::FdFlag::FD_CLOEXEC),
     )
     .map_err(|e| e.to_string())?;
+    // Then point fds 0 and 1 elsewhere: /dev/null and the log. (Every
+    // process the helper forks inherits them until it replaces them.)
     let null = File::open("/dev/null").map_err(|e| format!("open /dev/null: {e}"))?;
-    let mut stdin_fd = std::io::stdin()
-        .as_fd()
-        .try_clone_to_owned()
-        .map_err(|e| e.to_string())?;
-    nix::unistd::dup2(null.as_fd(), &mut stdin_fd).map_err(|e| e.to_string())?;
-    std::mem::forget(stdin_fd);
-    let mut stdout_fd = std::io::stdout()
-        .as_fd()
-        .try_clone_to_owned()
-        .map_err(|e| e.to_string())?;
-    nix::unistd::dup2(std::io::stderr().as_fd(), &mut stdout_fd).map_err(|e| e.to_string())?;
-    std::mem::forget(stdout_fd);
+    for (src, dst) in [(null.as_raw_fd(), 0), (2, 1)] {
+        // SAFETY: dup2 onto fds 0 and 1, which from here on nothing in the
+        // helper uses as the protocol (the copies above are).
+        if unsafe { libc::dup2(src, dst) } < 0 {
+            return Err(format!(
+                "dup2 onto fd {dst}: {}",
+                std::io::Error::last_os_error()
+            ));
+        }
+    }
 
     let mut helper = Helper {
         setup: None,
@@ -1161,6 +1161,12 @@ impl ActionChild<'_> {
             eprintln!("arbor-sandbox-helper: action init: {what}: {e}");
             73
         };
+        // G never execs: it holds the helper's descriptors and memory, and it
+        // is pid 1 of the action's /proc. Not dumpable, the action (the same
+        // uid, in rootless mode) cannot open /proc/1/fd, environ, mem, root.
+        if let Err(e) = sys::set_not_dumpable() {
+            return fail("not dumpable", &e);
+        }
         if let Err(e) =
             rustix::process::set_parent_process_death_signal(Some(rustix::process::Signal::KILL))
         {
@@ -1226,6 +1232,11 @@ impl ActionChild<'_> {
             Ok(ForkResult::Child) => sys::exit_now(self.run_s()),
             Ok(ForkResult::Parent { child }) => child,
         };
+        // G keeps its log (2), its report pipe and its lifeline; everything
+        // else it inherited (the action's pipes, the helper's) is closed.
+        if let Err(e) = sys::close_all_except(&[2, self.report, self.life_r]) {
+            return fail("close inherited descriptors", &e);
+        }
         // Reap everything until the action's shell ends.
         let status = loop {
             match waitpid(None::<Pid>, None) {
