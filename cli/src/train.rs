@@ -220,6 +220,7 @@ mod enabled {
             max_staleness: 4,
             credit: Credit::Branched,
             seed: seed.wrapping_add(learner.counters.updates),
+            first_task: 0,
         };
         let (l, report, _) = rt
             .block_on(run_attached(&sets.train, Arc::clone(&actor), learner, &cfg))

@@ -68,6 +68,7 @@ fn learner_and_workers_overlap_and_trees_carry_several_versions() {
         max_staleness: 3,
         credit: Credit::Branched,
         seed: 9,
+        first_task: 0,
     };
     let (learner, report, trees) = tokio
         .block_on(run_attached(&tasks, Arc::clone(&actor), learner, &cfg))
@@ -99,6 +100,99 @@ fn learner_and_workers_overlap_and_trees_carry_several_versions() {
         .max()
         .unwrap();
     assert_eq!(edges_versions, report.max_versions_per_tree);
+}
+
+/// Bug B3 of the credit review: each attached phase restarted the task
+/// cursor at 0, so with a few trees per phase only the first tasks were ever
+/// trained on. Phases that pass the cursor on cover every task.
+#[test]
+fn attached_phases_carry_the_task_cursor_so_every_task_is_trained_on() {
+    tch::set_num_threads(1);
+    let rt = runtime();
+    let rt = &rt.runtime;
+    let suite = Suite::load(&bundled_dir()).unwrap();
+    let tasks = envs(
+        rt,
+        &suite,
+        &["py-stats-1", "files-organise-1", "log-extract-1"],
+    );
+    let model = ModelConfig::default();
+    let tokio = tokio();
+    let phases = |carry: bool| -> Vec<String> {
+        let mut learner = Learner::new(model, LearnerConfig::default(), Device::Cpu);
+        let actor = Arc::new(NetPolicy::new(model, Device::Cpu));
+        actor.publish(&learner.net, 0).unwrap();
+        let mut cursor = 0;
+        let mut seen = Vec::new();
+        for phase in 0..3 {
+            let cfg = AttachedConfig {
+                budget: 12,
+                tree_budget: 12,
+                workers: 1,
+                batch: 64,
+                epochs: 1,
+                channel: 2,
+                max_staleness: 3,
+                credit: Credit::Grpo,
+                seed: phase,
+                first_task: if carry { cursor } else { 0 },
+            };
+            let (l, report, trees) = tokio
+                .block_on(run_attached(&tasks, Arc::clone(&actor), learner, &cfg))
+                .unwrap();
+            learner = l;
+            assert_eq!(trees.len(), 1, "one tree per phase: {report:?}");
+            cursor = report.next_task;
+            seen.extend(trees.iter().map(|t| t.task.clone()));
+        }
+        seen
+    };
+    let mut carried = phases(true);
+    carried.sort();
+    assert_eq!(carried, ["files-organise-1", "log-extract-1", "py-stats-1"]);
+    // Positive control: restarting the cursor trains on the first task only.
+    assert_eq!(phases(false), ["py-stats-1"; 3]);
+}
+
+/// Bug B2 of the credit review: evaluation read the root V̂ of a tree of
+/// walks, which weighted a leaf by the product of the counts on its path and
+/// depended on which worker finished first. Now it is the plain mean of
+/// independent episodes: the same seed gives the same number whatever the
+/// number of workers, and the number is a mean of finished episodes.
+#[test]
+fn evaluation_is_a_monte_carlo_mean_that_does_not_depend_on_the_workers() {
+    tch::set_num_threads(1);
+    let rt = runtime();
+    let rt = &rt.runtime;
+    let suite = Suite::load(&bundled_dir()).unwrap();
+    let tasks = envs(rt, &suite, &["py-stats-1", "files-organise-1"]);
+    let model = ModelConfig::default();
+    let tokio = tokio();
+    let (gold, _) = tokio.block_on(gold_samples(&tasks)).unwrap();
+    // A partly trained policy: successes and failures both.
+    let mut learner = Learner::new(model, LearnerConfig::default(), Device::Cpu);
+    behaviour_clone(&mut learner, &gold, 8, 16, 5);
+    let actor = Arc::new(NetPolicy::new(model, Device::Cpu));
+    actor.publish(&learner.net, 1).unwrap();
+    let eval = |workers: usize, seed: u64| {
+        tokio
+            .block_on(evaluate(
+                &tasks,
+                Arc::clone(&actor) as Arc<dyn Policy>,
+                12,
+                workers,
+                seed,
+            ))
+            .unwrap()
+    };
+    let one = eval(1, 4);
+    let two = eval(2, 4);
+    eprintln!("one worker {:?}, two workers {:?}", one.tasks, two.tasks);
+    assert_eq!(one.tasks, two.tasks, "same seed, different worker counts");
+    for v in one.tasks.values() {
+        // A mean of 12 episodes with reward 0 or 1.
+        assert!((v * 12.0 - (v * 12.0).round()).abs() < 1e-9, "{v}");
+    }
 }
 
 /// The success a policy gets from structure alone: follow the gold steps but

@@ -28,6 +28,8 @@ fn batch(n: usize) -> Vec<Sample> {
                 state: state_features(&obs, cands.iter()),
                 chosen: i % 9,
                 behaviour_log_prob: (1.0f64 / 9.0).ln(),
+                target_log_prob: (1.0f64 / 9.0).ln(),
+                weight: 1.0,
                 advantage: if i % 2 == 0 { 0.5 } else { -0.5 },
                 version: 0,
             }

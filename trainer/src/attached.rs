@@ -53,6 +53,11 @@ pub struct AttachedConfig {
     pub credit: Credit,
     /// Seed of the trees.
     pub seed: u64,
+    /// Where the task cursor starts: tasks are taken in turn from here
+    /// (modulo their number). A run made of several attached phases passes
+    /// each phase's [`AttachedReport::next_task`] on, so that every task is
+    /// trained on, not only the first few of each phase.
+    pub first_task: u64,
 }
 
 /// What happened during an attached run.
@@ -84,6 +89,10 @@ pub struct AttachedReport {
     pub wall_s: f64,
     /// Mean leaf success of the trees grown.
     pub train_success: f64,
+    /// The task cursor after the run: the next phase's `first_task`.
+    pub next_task: u64,
+    /// Trees grown per task id.
+    pub trees_per_task: std::collections::BTreeMap<String, usize>,
 }
 
 /// Intervals of activity, for measuring overlap.
@@ -186,7 +195,7 @@ pub async fn run_attached(
     });
 
     // The workers.
-    let next_task = Arc::new(AtomicU64::new(0));
+    let next_task = Arc::new(AtomicU64::new(cfg.first_task));
     let trees: Arc<Mutex<Vec<RolloutTree>>> = Arc::new(Mutex::new(Vec::new()));
     let mut handles = Vec::new();
     for w in 0..cfg.workers.max(1) {
@@ -290,6 +299,10 @@ pub async fn run_attached(
         .unwrap_or(0);
     let act = activity.lock().map_err(|_| "lock")?;
     let successes: Vec<f64> = trees.iter().filter_map(RolloutTree::success_rate).collect();
+    let mut trees_per_task = std::collections::BTreeMap::new();
+    for t in &trees {
+        *trees_per_task.entry(t.task.clone()).or_insert(0) += 1;
+    }
     let report = AttachedReport {
         trees: trees.len(),
         env_steps: trees.iter().map(|t| t.budget.used()).sum(),
@@ -308,6 +321,8 @@ pub async fn run_attached(
         } else {
             successes.iter().sum::<f64>() / successes.len() as f64
         },
+        next_task: next_task.load(Ordering::SeqCst),
+        trees_per_task,
     };
     drop(act);
     Ok((learner, report, trees))

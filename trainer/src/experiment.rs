@@ -17,9 +17,7 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use arbor_rollout::Environment;
-use arbor_rollout::credit::CreditConfig;
 use arbor_rollout::driver::{DriverConfig, Progress, Strategy, run_tree};
-use arbor_rollout::export::tree_credit;
 use arbor_rollout::policy::{GoldPolicy, Policy, Rng};
 use serde::{Deserialize, Serialize};
 use tch::Device;
@@ -179,8 +177,12 @@ pub struct RunResult {
     pub attached: Vec<AttachedReport>,
 }
 
-/// Episodes sampled per task with `policy` through one shared tree per task:
-/// success = the root's count-weighted value (a Monte-Carlo estimate).
+/// `episodes` independent episodes per task with `policy`: success = the mean
+/// reward of the finished episodes (an unbiased Monte-Carlo estimate; runtime
+/// faults are left out). The budget pays for every episode in full, so none
+/// is cut short. The result depends on the seed only, not on the number of
+/// workers or their scheduling: the i-th episode's first action is the i-th
+/// draw of the tree's generator and its path has the i-th job's seed.
 ///
 /// # Errors
 /// A tree could not be grown.
@@ -194,7 +196,10 @@ pub async fn evaluate(
     let mut out = Evaluation::default();
     for (i, task) in tasks.iter().enumerate() {
         let max = task.limits().max_steps as u64 + 1;
-        let mut dc = DriverConfig::new(episodes as u64 * (max + 1), Strategy::Sample { episodes });
+        let mut dc = DriverConfig::new(
+            episodes as u64 * (max + 1),
+            Strategy::Independent { episodes },
+        );
         dc.workers = workers;
         dc.seed = seed.wrapping_mul(31).wrapping_add(i as u64);
         let tree = run_tree(
@@ -206,11 +211,8 @@ pub async fn evaluate(
         .await
         .map_err(|e| e.to_string())?;
         out.env_steps += tree.budget.used();
-        let v = match tree_credit(&tree, &CreditConfig::default()) {
-            Ok(Some((credit, _, _))) => credit.nodes[0].v,
-            _ => 0.0,
-        };
-        out.tasks.insert(task.id().to_owned(), v);
+        out.tasks
+            .insert(task.id().to_owned(), tree.success_rate().unwrap_or(0.0));
     }
     Ok(out)
 }
@@ -350,6 +352,7 @@ pub async fn run_arm(
     let remaining = cfg.budget.saturating_sub(env_steps);
     let phases = cfg.curve_points.max(1) as u64;
     let mut attached = Vec::new();
+    let mut next_task = 0;
     for phase in 0..phases {
         let share = remaining / phases
             + if phase + 1 == phases {
@@ -367,9 +370,11 @@ pub async fn run_arm(
             max_staleness: cfg.max_staleness,
             credit: arm.credit,
             seed: seed.wrapping_mul(101).wrapping_add(phase),
+            first_task: next_task,
         };
         let (l, report, _) = run_attached(&sets.train, Arc::clone(&actor), learner, &ac).await?;
         learner = l;
+        next_task = report.next_task;
         env_steps += report.env_steps;
         learner.counters.env_steps = env_steps;
         log(format!(

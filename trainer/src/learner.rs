@@ -2,9 +2,16 @@
 //! cloning), an Adam optimiser whose state is part of the checkpoint,
 //! gradient-norm clipping, and checkpoints that resume exactly.
 //!
-//! - PPO: `ratio = exp(log π(a|s) − log π_b(a|s))` against the behaviour
-//!   log-prob stored on the tree edge; loss `−mean(min(ratio·A,
-//!   clip(ratio, 1−ε, 1+ε)·A)) − β·mean(H)`.
+//! - PPO: the ratio `π_θ(a|s) / π_old(a|s)` is anchored on the acting
+//!   network `π_old` (the target log-prob on the tree edge), not on the
+//!   behaviour distribution μ that sampled the action (an exploring mixture
+//!   `(1 − ε)·π_old + ε/K`): anchored on μ, an action with `π_old > 6/K`
+//!   would start outside the trust region and could only go down. The
+//!   off-policy correction is a separate truncated importance weight
+//!   `ρ = min(1, π_old/μ)` (V-trace): loss
+//!   `−Σ wᵢ·ρᵢ·min(ratioᵢ·Aᵢ, clip(ratioᵢ, 1−ε, 1+ε)·Aᵢ) / Σ wᵢ − β·mean(H)`,
+//!   where `wᵢ` is the sample's weight (the number of merged identical
+//!   samples it stands for).
 //! - GRPO: the same clipped objective with the group-normalised episode
 //!   advantage on every step of the episode.
 //! - BC: `−mean(log π(a_gold|s)) − β·mean(H)`.
@@ -23,8 +30,13 @@ pub struct Sample {
     pub state: StateFeatures,
     /// Index of the action taken.
     pub chosen: usize,
-    /// Behaviour log-prob of it.
+    /// Behaviour log-prob of it: log μ(a|s), the distribution that sampled it.
     pub behaviour_log_prob: f64,
+    /// log π_old(a|s) under the acting network (equal to the behaviour
+    /// log-prob when the actor did not explore): PPO's ratio is anchored here.
+    pub target_log_prob: f64,
+    /// How many samples it stands for (a merged edge's count; 1 otherwise).
+    pub weight: f64,
     /// Its advantage (PPO / GRPO) or 1 (BC).
     pub advantage: f64,
     /// Policy version that acted.
@@ -138,20 +150,29 @@ impl Learner {
         let logp = Tensor::stack(&picked, 0);
         let ent = fwd.entropies();
         let mean_ent = ent.mean(Kind::Float);
+        let tensor = |v: Vec<f64>| {
+            Tensor::from_slice(&v)
+                .to_kind(Kind::Float)
+                .to_device(device)
+        };
+        let weights: Vec<f64> = batch.iter().map(|s| s.weight.max(0.0)).collect();
+        let total_weight: f64 = weights.iter().sum::<f64>().max(1e-12);
+        let weights = tensor(weights);
         let (objective, clipped) = match loss {
-            Loss::Bc => (logp.mean(Kind::Float), 0.0),
+            Loss::Bc => ((&logp * &weights).sum(Kind::Float) / total_weight, 0.0),
             Loss::Ppo => {
-                let old: Vec<f64> = batch.iter().map(|s| s.behaviour_log_prob).collect();
-                let adv: Vec<f64> = batch.iter().map(|s| s.advantage).collect();
-                let old = Tensor::from_slice(&old)
-                    .to_kind(Kind::Float)
-                    .to_device(device);
-                let adv = Tensor::from_slice(&adv)
-                    .to_kind(Kind::Float)
-                    .to_device(device);
+                let old = tensor(batch.iter().map(|s| s.target_log_prob).collect());
+                let adv = tensor(batch.iter().map(|s| s.advantage).collect());
+                // Truncated importance weight of the behaviour (V-trace's ρ̄ = 1).
+                let rho = tensor(
+                    batch
+                        .iter()
+                        .map(|s| (s.target_log_prob - s.behaviour_log_prob).exp().min(1.0))
+                        .collect(),
+                );
                 let ratio = (&logp - &old).exp();
                 let clipped_ratio = ratio.clamp(1.0 - self.cfg.clip, 1.0 + self.cfg.clip);
-                let surr = (&ratio * &adv).minimum(&(&clipped_ratio * &adv));
+                let surr = (&ratio * &adv).minimum(&(&clipped_ratio * &adv)) * &rho * &weights;
                 let frac = tch::no_grad(|| {
                     ratio
                         .ne_tensor(&clipped_ratio)
@@ -159,7 +180,7 @@ impl Learner {
                         .mean(Kind::Float)
                         .double_value(&[])
                 });
-                (surr.mean(Kind::Float), frac)
+                (surr.sum(Kind::Float) / total_weight, frac)
             }
         };
         let loss_t = -(objective + self.cfg.entropy * &mean_ent);

@@ -42,9 +42,11 @@ impl NetPolicy {
     }
 
     /// Mix the network's distribution with a uniform one: the behaviour
-    /// policy is `(1 − ε)·π + ε/K` (its log-probs are what the edges record,
-    /// so PPO's ratio stays correct). Training rollouts use it so that a
-    /// confident policy still produces siblings that differ, hence advantages.
+    /// policy is `(1 − ε)·π + ε/K`. Edges record both its log-prob (the
+    /// behaviour μ) and the network's own (the target π_old, which PPO's
+    /// ratio is anchored on; see [`crate::learner`]). Training rollouts use
+    /// it so that a confident policy still produces siblings that differ,
+    /// hence advantages.
     pub fn exploring(mut self, epsilon: f64) -> Self {
         self.explore = epsilon.clamp(0.0, 1.0);
         self
@@ -154,7 +156,8 @@ impl Policy for NetPolicy {
             });
         }
         let version = self.version();
-        let mut p = self.probabilities(&input.observation.text(), input.candidates, input.history);
+        let pi = self.probabilities(&input.observation.text(), input.candidates, input.history);
+        let mut p = pi.clone();
         if self.explore > 0.0 {
             let k = p.len() as f64;
             for x in &mut p {
@@ -182,6 +185,7 @@ impl Policy for NetPolicy {
             entropy: entropy(&p),
             version,
             tokens: None,
+            target_log_prob: (self.explore > 0.0).then(|| pi[i].max(1e-12).ln()),
         })
     }
 }
@@ -241,7 +245,8 @@ impl FeatureCache {
     }
 
     /// A training sample from an exported advantage record (`None` for a
-    /// free-form action, which has no candidate index).
+    /// free-form action, which has no candidate index), weighted by the
+    /// number of merged samples the record's edge stands for.
     pub fn sample(&mut self, r: &AdvantageRecord, advantage: f64) -> Option<Sample> {
         let chosen = r.chosen?;
         let done: Vec<String> = r.history.iter().map(AgentAction::text).collect();
@@ -253,21 +258,27 @@ impl FeatureCache {
             ),
             chosen,
             behaviour_log_prob: r.behaviour_log_prob,
+            target_log_prob: r.target_log_prob.unwrap_or(r.behaviour_log_prob),
+            weight: f64::from(r.n),
             advantage,
             version: r.policy_version,
         })
     }
 }
 
-/// PPO samples of a branched tree: every edge with its branch-point advantage
-/// A(s, a) = Q̂ − V̂ (edges without siblings have A = 0 and are left out).
+/// PPO samples of a branched tree: every edge with its segment advantage
+/// (SPO: V̂ at the next branch point or leaf minus V̂ at the previous branch
+/// point; at a branch point that is A(s, a) = Q̂ − V̂, and decisions inside
+/// a chain between branch points carry their segment's credit instead of
+/// being dropped), weighted by its count. Edges whose advantage is 0 give no
+/// policy gradient and are left out.
 pub fn branch_samples(tree: &RolloutTree, cache: &mut FeatureCache) -> Vec<Sample> {
     let Ok(recs) = records(tree, &CreditConfig::default()) else {
         return Vec::new();
     };
     recs.iter()
-        .filter(|r| r.advantage.abs() > 1e-9)
-        .filter_map(|r| cache.sample(r, r.advantage))
+        .filter(|r| r.segment_advantage.abs() > 1e-9)
+        .filter_map(|r| cache.sample(r, r.segment_advantage))
         .collect()
 }
 
@@ -328,6 +339,8 @@ pub fn bc_samples(tree: &RolloutTree, cache: &mut FeatureCache) -> Vec<Sample> {
                 ),
                 chosen,
                 behaviour_log_prob: 0.0,
+                target_log_prob: 0.0,
+                weight: 1.0,
                 advantage: 1.0,
                 version: 0,
             })

@@ -45,6 +45,8 @@ fn batch() -> Vec<Sample> {
                 state: state.clone(),
                 chosen,
                 behaviour_log_prob: (1.0f64 / c.len() as f64).ln(),
+                target_log_prob: (1.0f64 / c.len() as f64).ln(),
+                weight: 1.0,
                 advantage: adv,
                 version: 0,
             });
@@ -187,4 +189,117 @@ fn features_are_deterministic_and_in_range() {
     assert!(a.iter().all(|&i| (0..BUCKETS).contains(&i)));
     assert_ne!(a, features("rm -rf tests"));
     assert_eq!(features("").len(), 1, "the bias feature only");
+}
+
+/// Bug B1 of the credit review: the actor samples from the exploring mixture
+/// μ = (1 − ε)·π + ε/K. Anchored on μ, PPO's ratio for a confident right
+/// action starts above 1 + clip (π/μ > 1.2 once π > 6/K): its positive
+/// advantages are clipped away, the wrong actions' negative ones too (their
+/// ratio starts below 1 − clip), and only the entropy bonus is left, which
+/// pulls the right action down. Anchored on π_old with the truncated π/μ as
+/// a separate weight, the right action rises.
+#[test]
+fn a_confident_right_action_rises_when_the_ratio_is_anchored_on_the_acting_network() {
+    use arbor_rollout::policy::{Rng, sample_index};
+    const K: usize = 9;
+    const EPS: f64 = 0.2;
+    let cands: Vec<String> = (0..K)
+        .map(|k| {
+            format!(
+                "write pkg/m{k}.py: variant {k} of the fix, {}",
+                "x".repeat(k)
+            )
+        })
+        .collect();
+    let state = state_features("task: fix pkg; FAIL: test_m0", cands.iter());
+    let fresh = || {
+        let mut l = Learner::new(
+            ModelConfig::default(),
+            LearnerConfig::default(),
+            Device::Cpu,
+        );
+        // Behaviour cloning until π(right) is about 0.8.
+        let demo = Sample {
+            state: state.clone(),
+            chosen: 0,
+            behaviour_log_prob: 0.0,
+            target_log_prob: 0.0,
+            weight: 1.0,
+            advantage: 1.0,
+            version: 0,
+        };
+        while l.net.probabilities(&state)[0] < 0.8 {
+            l.update(std::slice::from_ref(&demo), Loss::Bc);
+        }
+        l.set_lr(1e-3);
+        l
+    };
+    // (π(right) before, after, clipped share of the first pass)
+    let run = |anchor_on_mixture: bool| -> (f64, f64, f64) {
+        let mut l = fresh();
+        let start = l.net.probabilities(&state)[0];
+        let mut rng = Rng::new(7);
+        let mut first_clipped = None;
+        for _round in 0..5 {
+            let pi = l.net.probabilities(&state);
+            let mu: Vec<f64> = pi
+                .iter()
+                .map(|p| (1.0 - EPS) * p + EPS / K as f64)
+                .collect();
+            // A GRPO group of 12: reward 1 for the right action.
+            let chosen: Vec<usize> = (0..12).map(|_| sample_index(&mu, &mut rng)).collect();
+            let rewards: Vec<f64> = chosen
+                .iter()
+                .map(|&c| f64::from(u8::from(c == 0)))
+                .collect();
+            let mean = rewards.iter().sum::<f64>() / rewards.len() as f64;
+            let batch: Vec<Sample> = chosen
+                .iter()
+                .zip(&rewards)
+                .map(|(&c, r)| Sample {
+                    state: state.clone(),
+                    chosen: c,
+                    behaviour_log_prob: mu[c].ln(),
+                    target_log_prob: if anchor_on_mixture {
+                        mu[c].ln()
+                    } else {
+                        pi[c].ln()
+                    },
+                    weight: 1.0,
+                    advantage: r - mean,
+                    version: 0,
+                })
+                .collect();
+            for _ in 0..4 {
+                let stats = l.update(&batch, Loss::Ppo);
+                first_clipped.get_or_insert(stats.clipped);
+            }
+        }
+        (
+            start,
+            l.net.probabilities(&state)[0],
+            first_clipped.unwrap_or(0.0),
+        )
+    };
+    let (start, anchored, clipped) = run(false);
+    eprintln!(
+        "anchored on π_old: π(right) {start:.3} -> {anchored:.3}, first pass clipped {clipped:.2}"
+    );
+    let (start_mu, mixture, clipped_mu) = run(true);
+    eprintln!(
+        "anchored on μ: π(right) {start_mu:.3} -> {mixture:.3}, first pass clipped {clipped_mu:.2}"
+    );
+    assert!(
+        anchored > start + 0.02,
+        "π(right) {start:.3} -> {anchored:.3}"
+    );
+    // Anchored on π_old the first pass starts inside the trust region.
+    assert_eq!(clipped, 0.0);
+    // The bug, reproduced: anchored on μ, the first pass starts clipped for
+    // every right action (π/μ > 1.2) and the right action gains less.
+    assert!(clipped_mu > 0.5, "first pass clipped {clipped_mu}");
+    assert!(
+        mixture - start_mu < anchored - start,
+        "anchored on μ: {start_mu:.3} -> {mixture:.3}; on π_old: {start:.3} -> {anchored:.3}"
+    );
 }

@@ -24,18 +24,22 @@
 //!   `L(e) = n_e·L(s')` ([`EdgeCredit::leaves`]).
 //! * **Leaf mean.** `M(s) = Σ_ℓ w_s(ℓ)·G_s(ℓ) / L(s)`, the count-weighted mean return of the
 //!   leaves under `s` ([`NodeCredit::leaf_mean`]); `M(ℓ) = R_ℓ` at a leaf.
-//! * **Q̂(s, a)** is the count-weighted mean return, measured from `s`, of the leaves under
-//!   the edge: `Q̂(e) = r_e + γ·M(s'_e)` ([`EdgeCredit::q`]).
+//! * **Q̂(s, a)** is the step reward plus the child's value, recursively:
+//!   `Q̂(e) = r_e + γ·V̂(s'_e)` ([`EdgeCredit::q`]).
 //! * **V̂(s)** is the **count-weighted branch mean** of the edges of `s`:
 //!   `V̂(s) = Σ_e n_e·Q̂(e) / Σ_e n_e` ([`NodeCredit::v`]), and `V̂(ℓ) = R_ℓ` at a leaf.
 //!   Each edge weighs as many siblings as it stands for, whatever the size of its subtree,
-//!   which is the right baseline when the siblings were sampled on-policy from `s`.
+//!   which is the right baseline when the siblings were sampled on-policy from `s`. When
+//!   every count is the number of episodes that took the edge (a tree of on-policy
+//!   episodes sampled through shared prefixes), `V̂(s)` is exactly the mean return of the
+//!   episodes through `s`: an unbiased Monte-Carlo estimate of `V^π(s)`. The leaf mean
+//!   below is not: it weighs a leaf by the product of the counts on its path, so the
+//!   policy's most common path counts roughly `n^depth` times.
 //!
-//!   It differs from the leaf mean `M(s) = Σ_e n_e·L(s'_e)·Q̂(e) / Σ_e n_e·L(s'_e)`, which
-//!   weighs each edge by its number of leaves. The two agree whenever every edge of `s`
-//!   has the same leaf weight `L(s'_e)` (for instance when all children are leaves, or the
-//!   tree is uniformly branched below `s`), and in general only then (or when all the
-//!   `Q̂(e)` happen to be equal).
+//!   It differs from the leaf mean `M(s)`, which weighs each leaf by its leaf weight. The
+//!   two agree when the tree below `s` is uniformly branched (every node at one depth has
+//!   the same counts), for instance when all children of `s` are leaves, and in general
+//!   only then.
 //! * **Advantage** `A(s, a) = Q̂(s, a) − V̂(s)` ([`EdgeCredit::advantage`]). Because `V̂` is the
 //!   count-weighted branch mean, `Σ_e n_e·A(e) = 0` at every node with edges (up to
 //!   floating-point rounding).
@@ -45,9 +49,8 @@
 //!   edge itself still contributes `n_e − 1` copies. This equals `K/(K−1)·A(e)`. When
 //!   `K = 1` there is no other sibling and `loo` is `None` ([`EdgeCredit::loo`]).
 //! * **Step advantage** `r_e + γ·V̂(s') − V̂(s)` ([`EdgeCredit::step_advantage`]), the
-//!   VinePPO/SPO-style temporal difference along a path. Since `Q̂(e) = r_e + γ·M(s')`, it
-//!   equals `A(e) + γ·(V̂(s') − M(s'))`: the same as `A(e)` when `s'` is a leaf or its
-//!   edges all have the same leaf weight, different otherwise.
+//!   VinePPO/SPO-style temporal difference along a path. Since `Q̂(e) = r_e + γ·V̂(s')`, it
+//!   equals `A(e)`; it is kept as its own field for consumers that read it by name.
 //! * **Interval.** [`EdgeCredit::interval`] is the Wilson score interval (with
 //!   `z = `[`CreditConfig::wilson_z`]) for `Q̂(e)` read as a success rate `p̂` over `L(e)`
 //!   trials. It is meant for rewards in `[0, 1]`; `p̂` is `Q̂(e)` clamped to `[0, 1]`, so
@@ -358,7 +361,7 @@ pub fn estimate(tree: &CreditTree, cfg: &CreditConfig) -> Result<Credit, CreditE
         let mut total_leaves = 0_u32;
         let mut edge_q = Vec::with_capacity(node.edges.len());
         for edge in &node.edges {
-            let qe = edge.step_reward + gamma * leaf_mean[edge.child];
+            let qe = edge.step_reward + gamma * value[edge.child];
             let edge_leaves = edge
                 .count
                 .checked_mul(leaves[edge.child])
@@ -368,7 +371,7 @@ pub fn estimate(tree: &CreditTree, cfg: &CreditConfig) -> Result<Credit, CreditE
                 .ok_or(CreditError::LeafCountOverflow { node: s })?;
             count_sum += f64::from(edge.count);
             count_q += f64::from(edge.count) * qe;
-            weight_q += f64::from(edge_leaves) * qe;
+            weight_q += f64::from(edge_leaves) * (edge.step_reward + gamma * leaf_mean[edge.child]);
             edge_q.push(qe);
         }
         leaves[s] = total_leaves;
@@ -796,7 +799,7 @@ mod tests {
             .build();
         let c = estimate(&tree, &CreditConfig::default()).unwrap();
         let expect_nodes = [
-            (0, 3.0 / 10.0, 1.0 / 2.0, 6),
+            (0, 7.0 / 18.0, 1.0 / 2.0, 6),
             (1, 7.0 / 9.0, 3.0 / 5.0, 5),
             (3, 1.0 / 3.0, 1.0 / 3.0, 3),
         ];
@@ -805,19 +808,11 @@ mod tests {
             assert_close(c.nodes[s].leaf_mean, m, &format!("M({s})"));
             assert_eq!(c.nodes[s].leaves, leaves, "leaves({s})");
         }
-        assert_close(c.nodes[0].p_var, 0.21, "p_var(0)");
+        assert_close(c.nodes[0].p_var, 77.0 / 324.0, "p_var(0)");
         // (node, edge, Q, A, loo, step advantage, leaves)
         let expect_edges = [
-            (
-                0,
-                0,
-                3.0 / 5.0,
-                3.0 / 10.0,
-                3.0 / 5.0,
-                7.0 / 9.0 - 3.0 / 10.0,
-                5,
-            ),
-            (0, 1, 0.0, -3.0 / 10.0, -3.0 / 5.0, -3.0 / 10.0, 1),
+            (0, 0, 7.0 / 9.0, 7.0 / 18.0, 7.0 / 9.0, 7.0 / 18.0, 5),
+            (0, 1, 0.0, -7.0 / 18.0, -7.0 / 9.0, -7.0 / 18.0, 1),
             (1, 0, 1.0 / 3.0, -4.0 / 9.0, -2.0 / 3.0, -4.0 / 9.0, 3),
             (1, 1, 1.0, 2.0 / 9.0, 1.0 / 3.0, 2.0 / 9.0, 2),
             (3, 0, 1.0, 2.0 / 3.0, 1.0, 2.0 / 3.0, 1),
@@ -833,8 +828,39 @@ mod tests {
             assert_close(e.step_advantage, step, &format!("step({s},{i})"));
             assert_eq!(e.leaves, leaves, "leaves({s},{i})");
         }
-        // 0→1 leads to an unbalanced node: the step advantage is not A.
-        assert!((c.edges[0][0].step_advantage - c.edges[0][0].advantage).abs() > 0.1);
+        // 0→1 leads to an unbalanced node: Q̂ is its value, not its leaf mean.
+        assert!((c.edges[0][0].q - c.nodes[1].leaf_mean).abs() > 0.1);
+    }
+
+    // Counts that are episode counts (4 episodes sampled through shared
+    // prefixes): V̂ is the plain mean of the episodes' returns at every node.
+    //   0 ─3→ 1 ─2→ 2 ─1→ 4 (R 1)
+    //                 ─1→ 5 (R 0)
+    //           ─1→ 3 (R 1)
+    //     ─1→ 6 (R 0)
+    #[test]
+    fn episode_counts_give_the_monte_carlo_mean() {
+        let tree = Builder::new(7)
+            .edge(0, 1, 3, 0.0)
+            .edge(0, 6, 1, 0.0)
+            .edge(1, 2, 2, 0.0)
+            .edge(1, 3, 1, 0.0)
+            .edge(2, 4, 1, 0.0)
+            .edge(2, 5, 1, 0.0)
+            .leaf(3, 1.0)
+            .leaf(4, 1.0)
+            .leaf(5, 0.0)
+            .leaf(6, 0.0)
+            .build();
+        let c = estimate(&tree, &CreditConfig::default()).unwrap();
+        // Episodes: (1,2,4) R 1, (1,2,5) R 0, (1,3) R 1, (6) R 0.
+        assert_close(c.nodes[0].v, 2.0 / 4.0, "V(0): the mean of the 4 episodes");
+        assert_close(c.nodes[1].v, 2.0 / 3.0, "V(1): the mean of its 3 episodes");
+        assert_close(c.nodes[2].v, 1.0 / 2.0, "V(2)");
+        // The product-of-counts leaf mean is biased towards the deeper path.
+        assert_close(c.nodes[1].leaf_mean, 3.0 / 5.0, "M(1)");
+        assert_close(c.nodes[0].leaf_mean, 9.0 / 16.0, "M(0)");
+        assert_close(c.edges[0][0].q, 2.0 / 3.0, "Q(0→1)");
     }
 
     // Step rewards, γ = 0.9, and shaping.
@@ -1271,9 +1297,8 @@ mod tests {
                 prop_assert!(weighted.abs() <= 1e-9, "node {}: Σ n·A = {}", s, weighted);
                 let k: u32 = node.edges.iter().map(|e| e.count).sum();
                 for (e, ec) in node.edges.iter().zip(&c.edges[s]) {
-                    // Q̂ is the count-weighted leaf mean under the edge (brute force).
-                    let (cs, cw) = brute_leaf_sums(&tree, e.child, gamma);
-                    prop_assert!(close(ec.q, e.step_reward + gamma * cs / cw));
+                    // Q̂ is the step reward plus the child's value.
+                    prop_assert!(close(ec.q, e.step_reward + gamma * c.nodes[e.child].v));
                     prop_assert!((0.0..=1.0).contains(&ec.q));
                     prop_assert_eq!(ec.leaves, e.count * c.nodes[e.child].leaves);
                     match ec.loo {
@@ -1329,11 +1354,8 @@ mod tests {
                         ec.step_advantage,
                         e.step_reward + gamma * child.v - c.nodes[s].v
                     ));
-                    // step advantage = A + γ(V̂(s') − M(s')).
-                    prop_assert!(close(
-                        ec.step_advantage,
-                        ec.advantage + gamma * (child.v - child.leaf_mean)
-                    ));
+                    // With Q̂ = r + γV̂(s'), the step advantage is A.
+                    prop_assert!(close(ec.step_advantage, ec.advantage));
                     prop_assert_eq!(ec.shaped_reward, e.step_reward);
                 }
             }

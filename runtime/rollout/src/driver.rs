@@ -615,6 +615,7 @@ impl Coordinator {
                 to,
                 index: s.choice.index,
                 log_prob: s.choice.log_prob,
+                target_log_prob: s.choice.target_log_prob,
                 entropy: s.choice.entropy,
                 policy_version: s.choice.version,
                 tokens: s.choice.tokens,
@@ -812,7 +813,7 @@ impl Coordinator {
                     return self.fresh_episode(lazy, episodes);
                 }
                 while lazy.started < episodes {
-                    match self.walk(true)? {
+                    match self.walk()? {
                         Walk::Queued => {
                             lazy.started += 1;
                             return Ok(true);
@@ -825,7 +826,7 @@ impl Coordinator {
             }
             Strategy::Uniform { .. } | Strategy::Entropy { .. } => {
                 while lazy.idle_walks < MAX_IDLE_WALKS {
-                    match self.walk(false)? {
+                    match self.walk()? {
                         Walk::Queued => {
                             lazy.idle_walks = 0;
                             return Ok(true);
@@ -860,16 +861,18 @@ impl Coordinator {
 
     /// Sample one more episode through the tree: follow (and count) existing
     /// edges while the sampled action matches one, and fork a new path at the
-    /// first node where it does not.
-    /// With `count_known`, a walk that ends on a known leaf counts as a
-    /// sampled episode too (its edges' counts go up).
-    fn walk(&mut self, count_known: bool) -> Result<Walk, crate::policy::PolicyError> {
+    /// first node where it does not. A walk that ends on a known leaf is a
+    /// sampled episode too: its edges' counts go up, so that every edge's
+    /// count is the number of on-policy episodes through it and V̂ stays an
+    /// on-policy mean (a walk that only counted when it found something new
+    /// would weight the tree towards its unexplored parts).
+    fn walk(&mut self) -> Result<Walk, crate::policy::PolicyError> {
         let mut node = 0;
         let mut path: Vec<usize> = Vec::new();
         loop {
             let n = &self.tree.nodes[node];
             if n.leaf.is_some() || n.fault.is_some() || n.depth >= self.sh.max_steps {
-                if count_known && n.leaf.is_some() {
+                if n.leaf.is_some() {
                     for e in path {
                         self.tree.edges[e].count += 1;
                     }

@@ -54,8 +54,13 @@ pub struct AdvantageRecord {
     pub tokens: Option<Vec<u32>>,
     /// Per-token behaviour log-probs (token-level policies).
     pub token_log_probs: Option<Vec<f64>>,
-    /// Behaviour log π(a|s).
+    /// Behaviour log μ(a|s) (what sampled the action).
     pub behaviour_log_prob: f64,
+    /// log π(a|s) under the policy being trained, when the behaviour was an
+    /// exploring mixture of it (`None`: the same policy). PPO's ratio is
+    /// anchored on it; `exp(target − behaviour)` is the importance weight.
+    #[serde(default)]
+    pub target_log_prob: Option<f64>,
     /// Behaviour entropy at the state.
     pub entropy: f64,
     /// The policy version that chose it.
@@ -70,6 +75,13 @@ pub struct AdvantageRecord {
     pub loo: Option<f64>,
     /// r + γV̂(s') − V̂(s).
     pub step_advantage: f64,
+    /// SPO-style segment advantage: V̂ at the end of the edge's segment (the
+    /// next branch point or leaf) minus V̂ at its start (the previous branch
+    /// point, or the root). Equal to `advantage` on an edge that leaves a
+    /// branch point; on an edge inside a single-child chain it carries the
+    /// credit of the segment it belongs to instead of 0.
+    #[serde(default)]
+    pub segment_advantage: f64,
     /// Wilson interval of Q̂.
     pub interval: [f64; 2],
     /// Identical samples merged into this edge.
@@ -141,6 +153,7 @@ pub fn records(
     let Some((credit, map, inverse)) = tree_credit(tree, cfg)? else {
         return Ok(Vec::new());
     };
+    let segment = segment_advantages(tree, &credit, &inverse);
     let independent = tree.strategy.starts_with("independent");
     let root_edges: Vec<usize> = tree.nodes[0]
         .edges
@@ -188,6 +201,7 @@ pub fn records(
                 tokens: edge.tokens.as_ref().map(|t| t.ids.clone()),
                 token_log_probs: edge.tokens.as_ref().map(|t| t.log_probs.clone()),
                 behaviour_log_prob: edge.log_prob,
+                target_log_prob: edge.target_log_prob,
                 entropy: edge.entropy,
                 policy_version: edge.policy_version,
                 q: ec.q,
@@ -195,6 +209,7 @@ pub fn records(
                 advantage: ec.advantage,
                 loo: ec.loo,
                 step_advantage: ec.step_advantage,
+                segment_advantage: segment[e],
                 interval: [ec.interval.0, ec.interval.1],
                 n: ec.n,
                 leaves: ec.leaves,
@@ -206,6 +221,47 @@ pub fn records(
         }
     }
     Ok(out)
+}
+
+/// The segment advantage of every edge (indexed by edge id; 0 for edges
+/// left out of credit): segments run from a branch point (a node with two or
+/// more credited edges, or the root) down a chain of single-child nodes to
+/// the next branch point or leaf, and every edge of a segment gets
+/// `V̂(end) − V̂(start)` (SPO, with the step rewards of the chain taken as 0,
+/// as they are in rollout trees).
+fn segment_advantages(tree: &RolloutTree, credit: &Credit, inverse: &[usize]) -> Vec<f64> {
+    let live = |n: usize| -> Vec<usize> {
+        tree.nodes[n]
+            .edges
+            .iter()
+            .copied()
+            .filter(|&e| inverse[tree.edges[e].to] != usize::MAX)
+            .collect()
+    };
+    let v = |n: usize| credit.nodes[inverse[n]].v;
+    let mut out = vec![0.0; tree.edges.len()];
+    // (node, the start of the chain it is inside, if it is inside one)
+    let mut stack: Vec<(usize, Option<usize>)> = vec![(0, None)];
+    while let Some((n, inside)) = stack.pop() {
+        let edges = live(n);
+        let start = match inside {
+            Some(s) if edges.len() == 1 => s,
+            _ => n,
+        };
+        for e in edges {
+            let mut end = tree.edges[e].to;
+            loop {
+                let below = live(end);
+                if below.len() != 1 {
+                    break;
+                }
+                end = tree.edges[below[0]].to;
+            }
+            out[e] = v(end) - v(start);
+            stack.push((tree.edges[e].to, Some(start)));
+        }
+    }
+    out
 }
 
 /// Sibling pairs whose Q̂ differ by more than `margin`.
@@ -479,4 +535,188 @@ fn xml(s: &str) -> String {
         .replace('<', "&lt;")
         .replace('>', "&gt;")
         .replace('"', "&quot;")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::env::{EnvObservation, HardConstraints, TaskOutcome, Verdict};
+    use crate::tree::{Budget, Edge, Leaf, Node, Origin, TreeStats};
+
+    /// A tree built edge by edge: `edge(from, count)` adds a child of
+    /// `from`, `leaf(node, reward, truncated)` ends a node.
+    struct Build(RolloutTree);
+
+    impl Build {
+        fn new(strategy: &str) -> Self {
+            let mut t = RolloutTree {
+                task: "t".into(),
+                policy: "p".into(),
+                strategy: strategy.into(),
+                seed: 0,
+                budget: Budget::default(),
+                nodes: Vec::new(),
+                edges: Vec::new(),
+                stats: TreeStats::default(),
+            };
+            t.nodes.push(node(0, None, 0));
+            Self(t)
+        }
+
+        fn edge(mut self, from: usize, count: u32) -> Self {
+            let id = self.0.edges.len();
+            let to = self.0.nodes.len();
+            let depth = self.0.nodes[from].depth + 1;
+            self.0.nodes.push(node(to, Some(id), depth));
+            self.0.nodes[from].edges.push(id);
+            self.0.edges.push(Edge {
+                id,
+                from,
+                to,
+                action: AgentAction::exec(format!("step {id}")),
+                index: Some(id),
+                log_prob: -1.0,
+                target_log_prob: None,
+                entropy: 1.0,
+                policy_version: 0,
+                tokens: None,
+                count,
+                exit: None,
+                duration_us: 0,
+                reward: 0.0,
+            });
+            self
+        }
+
+        fn leaf(mut self, n: usize, reward: f64, truncated: bool) -> Self {
+            let mut task = TaskOutcome {
+                checks_total: 1,
+                ..TaskOutcome::default()
+            };
+            task.record(
+                "c".into(),
+                if reward > 0.0 {
+                    Ok(())
+                } else {
+                    Err("no".into())
+                },
+            );
+            self.0.nodes[n].leaf = Some(Leaf {
+                verdict: Verdict::graded(
+                    HardConstraints::default(),
+                    task,
+                    Default::default(),
+                    Default::default(),
+                ),
+                truncated,
+            });
+            self
+        }
+    }
+
+    fn node(id: usize, parent_edge: Option<usize>, depth: usize) -> Node {
+        Node {
+            id,
+            parent_edge,
+            depth,
+            snapshot: format!("s{id}"),
+            observation: EnvObservation {
+                task: "t".into(),
+                instructions: String::new(),
+                step: depth,
+                last_action: None,
+                output: String::new(),
+                exit: None,
+            },
+            candidates: Vec::new(),
+            edges: Vec::new(),
+            leaf: None,
+            origin: Origin::Step,
+            fault: None,
+        }
+    }
+
+    fn by_edge(recs: &[AdvantageRecord]) -> std::collections::HashMap<usize, &AdvantageRecord> {
+        recs.iter().map(|r| (r.edge, r)).collect()
+    }
+
+    // 0 ─e0→ 1 (R 1)
+    //   ─e1→ 2 (R 0, truncated by the budget, or not)
+    #[test]
+    fn budget_truncated_leaves_are_left_out_of_credit_not_failed() {
+        for truncated in [true, false] {
+            let t = Build::new("uniform:2:1")
+                .edge(0, 1)
+                .edge(0, 1)
+                .leaf(1, 1.0, false)
+                .leaf(2, 0.0, truncated)
+                .0;
+            let recs = records(&t, &CreditConfig::default()).unwrap();
+            let e = by_edge(&recs);
+            if truncated {
+                assert_eq!(t.success_rate(), Some(1.0));
+                assert_eq!(t.truncated_leaves(), 1);
+                assert!(!e.contains_key(&1), "the truncated edge got credit");
+                assert_eq!(e[&0].advantage, 0.0, "a lone finished sibling has A = 0");
+            } else {
+                // Positive control: a finished 0 is a failure and gets A < 0.
+                assert_eq!(t.success_rate(), Some(0.5));
+                assert_eq!(e[&1].advantage, -0.5);
+                assert_eq!(e[&0].advantage, 0.5);
+            }
+        }
+    }
+
+    // 0 ─e0 (n 2)→ 1 ─e1→ 2 ─e2→ 3 (R 1)
+    //                        ─e3→ 4 (R 0)
+    //   ─e4→ 5 ─e5→ 6 (R 0)
+    #[test]
+    fn edges_inside_chains_get_their_segment_advantage_and_merged_edges_their_count() {
+        let t = Build::new("uniform:3:2")
+            .edge(0, 2)
+            .edge(1, 1)
+            .edge(2, 1)
+            .edge(2, 1)
+            .edge(0, 1)
+            .edge(5, 1)
+            .leaf(3, 1.0, false)
+            .leaf(4, 0.0, false)
+            .leaf(6, 0.0, false)
+            .0;
+        let recs = records(&t, &CreditConfig::default()).unwrap();
+        let e = by_edge(&recs);
+        // V̂(2) = 1/2, V̂(0) = (2·1/2 + 0) / 3 = 1/3.
+        let close = |a: f64, b: f64| (a - b).abs() < 1e-12;
+        assert!(close(e[&0].advantage, 1.0 / 2.0 - 1.0 / 3.0));
+        assert_eq!(e[&0].n, 2);
+        // e1 has no sibling: A = 0, but it is part of e0's segment.
+        assert_eq!(e[&1].advantage, 0.0);
+        assert!(close(e[&1].segment_advantage, e[&0].advantage));
+        assert!(close(e[&0].segment_advantage, e[&0].advantage));
+        // Below the branch point at 2, segments start again.
+        assert!(close(e[&2].segment_advantage, 0.5));
+        assert!(close(e[&3].segment_advantage, -0.5));
+        // e5 inside the other root segment.
+        assert!(close(e[&5].segment_advantage, -1.0 / 3.0));
+        assert!(close(e[&4].segment_advantage, e[&4].advantage));
+        // Count-weighted, the segment advantages at the root sum to 0.
+        let root: f64 = [0, 4]
+            .iter()
+            .map(|i| f64::from(e[i].n) * e[i].segment_advantage)
+            .sum();
+        assert!(root.abs() < 1e-12);
+    }
+
+    // A chain from the root without any branch point carries no credit.
+    #[test]
+    fn a_single_chain_has_zero_segment_advantage() {
+        let t = Build::new("independent:1")
+            .edge(0, 1)
+            .edge(1, 1)
+            .leaf(2, 1.0, false)
+            .0;
+        let recs = records(&t, &CreditConfig::default()).unwrap();
+        assert!(recs.iter().all(|r| r.segment_advantage == 0.0));
+        assert_eq!(recs.len(), 2);
+    }
 }

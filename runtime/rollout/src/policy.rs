@@ -47,8 +47,13 @@ pub struct Choice {
     pub action: AgentAction,
     /// Its index among the candidates, when it is one.
     pub index: Option<usize>,
-    /// log π(a|s) under the behaviour policy.
+    /// log μ(a|s) under the behaviour policy (what sampled the action).
     pub log_prob: f64,
+    /// log π(a|s) under the policy being trained, when the behaviour policy
+    /// is not that policy itself (an exploring mixture `(1 − ε)·π + ε/K`):
+    /// PPO anchors its ratio on this and weights by the truncated `π/μ`.
+    /// `None` when behaviour and target are the same policy.
+    pub target_log_prob: Option<f64>,
     /// Entropy of π(·|s) in nats.
     pub entropy: f64,
     /// The policy's version (weights generation) that made the choice.
@@ -178,6 +183,7 @@ impl Policy for RandomPolicy {
             entropy: (k as f64).ln(),
             version: 0,
             tokens: None,
+            target_log_prob: None,
         })
     }
 }
@@ -203,6 +209,7 @@ impl Policy for GoldPolicy {
             entropy: 0.0,
             version: 0,
             tokens: None,
+            target_log_prob: None,
         })
     }
 }
@@ -260,6 +267,7 @@ impl Policy for MixturePolicy {
             action,
             version: 0,
             tokens: None,
+            target_log_prob: None,
         })
     }
 }
@@ -398,6 +406,7 @@ impl Policy for CommandPolicy {
             entropy: reply.entropy.unwrap_or(0.0),
             version: reply.version.unwrap_or(0),
             tokens,
+            target_log_prob: None,
         })
     }
 }

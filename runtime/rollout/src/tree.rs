@@ -84,8 +84,12 @@ pub struct Edge {
     pub action: AgentAction,
     /// Its index among the source node's candidates.
     pub index: Option<usize>,
-    /// Behaviour log-probability.
+    /// Behaviour log-probability (log μ(a|s)).
     pub log_prob: f64,
+    /// log π(a|s) under the policy being trained, when the behaviour policy
+    /// was an exploring mixture of it (see [`crate::policy::Choice`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub target_log_prob: Option<f64>,
     /// Behaviour entropy at the source node.
     pub entropy: f64,
     /// Version of the policy that chose it.
@@ -165,11 +169,25 @@ pub struct RolloutTree {
 }
 
 impl RolloutTree {
-    /// Leaves with a reward (faults excluded).
+    /// Leaves of finished episodes with a reward: runtime faults and
+    /// budget-truncated leaves are left out (an episode cut short by the
+    /// budget did not fail: it did not finish), here and so in credit,
+    /// success rates and exports.
     pub fn graded_leaves(&self) -> impl Iterator<Item = &Node> {
+        self.nodes.iter().filter(|n| {
+            n.leaf
+                .as_ref()
+                .is_some_and(|l| l.verdict.reward.is_some() && !l.truncated)
+        })
+    }
+
+    /// Leaves cut short by the budget (graded as they stood, but left out of
+    /// credit and success rates).
+    pub fn truncated_leaves(&self) -> usize {
         self.nodes
             .iter()
-            .filter(|n| n.leaf.as_ref().is_some_and(|l| l.verdict.reward.is_some()))
+            .filter(|n| n.leaf.as_ref().is_some_and(|l| l.truncated))
+            .count()
     }
 
     /// Successful leaves over graded leaves.
