@@ -1,0 +1,29 @@
+"""Measures of central tendency."""
+
+
+def mean(xs):
+    """Arithmetic mean of xs as a float; 0.0 for an empty sequence."""
+    if not xs:
+        return 0.0
+    return sum(xs) / len(xs)
+
+
+def median(xs):
+    """Middle value of xs as a float (the mean of the two middle values for an
+    even length); 0.0 for an empty sequence."""
+    if not xs:
+        return 0.0
+    s = sorted(xs)
+    return float(s[len(s) // 2])
+
+
+def mode(xs):
+    """Most frequent value of xs; a tie goes to the smallest of the tied values.
+    None for an empty sequence."""
+    if not xs:
+        return None
+    counts = {}
+    for x in xs:
+        counts[x] = counts.get(x, 0) + 1
+    best = max(counts.values())
+    return min(x for x, c in counts.items() if c == best)
