@@ -1232,9 +1232,13 @@ impl ActionChild<'_> {
             Ok(ForkResult::Child) => sys::exit_now(self.run_s()),
             Ok(ForkResult::Parent { child }) => child,
         };
-        // G keeps its log (2), its report pipe and its lifeline; everything
-        // else it inherited (the action's pipes, the helper's) is closed.
-        if let Err(e) = sys::close_all_except(&[2, self.report, self.life_r]) {
+        // G keeps its log (2), its report pipe, its lifeline and its copy of
+        // the channel; everything else it inherited (the action's pipes, the
+        // helper's) is closed. Holding the channel until G has reported keeps
+        // the order the verifier relies on: the peer sees the channel close
+        // only once this tree's end (a crash's signal) is known.
+        let keep = [2, self.report, self.life_r, self.channel.unwrap_or(-1)];
+        if let Err(e) = sys::close_all_except(&keep) {
             return fail("close inherited descriptors", &e);
         }
         // Reap everything until the action's shell ends.
