@@ -18,7 +18,7 @@ TARGET_DIR := $(or $(CARGO_TARGET_DIR),target)
 export ARBOR_VERIFIER_SITE ?= $(abspath $(TARGET_DIR))/verifier-site
 export ARBOR_UPSTREAM_SDISTS ?= $(abspath $(TARGET_DIR))/upstream-sdists
 
-.PHONY: demo test test-unprivileged bench prerequisites
+.PHONY: demo test test-unprivileged bench prerequisites experiment experiment-credit
 
 heading = @printf '\n\033[1m==> %s\033[0m\n' "$(1)"
 
@@ -74,3 +74,24 @@ bench:
 	$(call heading,cargo bench -p arbor-benches -p arbor-trainer -p arbor-runtime $(WASM_BENCH))
 	@.ci/build-guests
 	$(CARGO) bench -p arbor-benches -p arbor-trainer -p arbor-runtime $(WASM_BENCH)
+
+# Exact ground-truth credit (`arbor credit eval`, full mode: the default
+# tasks, budgets 30-480, 50 seeds; about half an hour on 2 cores): writes
+# target/credit-eval/report.md, report.json and sign-accuracy.png. A fresh
+# store per run (the exploration leaves thousands of snapshots behind).
+experiment-credit: prerequisites
+	$(call heading,cargo build --release -p arbor -p arbor-runtime --bins --features arbor/train)
+	$(CARGO) build --release -p arbor -p arbor-runtime --bins --features arbor/train
+	$(call heading,arbor credit eval (full))
+	@home=$$(mktemp -d) && trap 'rm -rf "$$home"' EXIT && \
+		$(TARGET_DIR)/release/arbor --home "$$home" credit eval --out $(TARGET_DIR)/credit-eval
+
+# The training experiment (`arbor train --compare`: grpo, branched and vine
+# arms, 5 seeds each at an equal budget, success scored exactly on the
+# explored tasks): target/arbor-train/report.md, report.json, learning-curve.png.
+experiment: prerequisites
+	$(call heading,cargo build --release -p arbor -p arbor-runtime --bins --features arbor/train)
+	$(CARGO) build --release -p arbor -p arbor-runtime --bins --features arbor/train
+	$(call heading,arbor train --compare (full))
+	@home=$$(mktemp -d) && trap 'rm -rf "$$home"' EXIT && \
+		$(TARGET_DIR)/release/arbor --home "$$home" train --compare --out $(TARGET_DIR)/arbor-train

@@ -180,25 +180,11 @@ pub enum Command {
     Rollout(Box<RolloutArgs>),
     /// Credit of rollout trees: Q̂, V̂, advantages per edge; export them for a
     /// trainer, same-state preference pairs for DPO, and a plot.
-    Credit {
-        /// A trees file written by `arbor rollout`.
-        tree: PathBuf,
-        /// Write one advantage record per edge (JSON lines, schema arbor.advantage-record/1).
-        #[arg(long, value_name = "FILE")]
-        export: Option<PathBuf>,
-        /// Write same-state preference pairs (JSON lines: prompt, chosen, rejected).
-        #[arg(long, value_name = "FILE")]
-        pairs: Option<PathBuf>,
-        /// Draw the first tree as SVG (Q̂ on edges, verdicts on leaves).
-        #[arg(long, value_name = "FILE")]
-        plot: Option<PathBuf>,
-        /// Smallest Q̂ difference for a preference pair.
-        #[arg(long, value_name = "M", default_value_t = 0.2)]
-        margin: f64,
-        /// Discount.
-        #[arg(long, value_name = "G", default_value_t = 1.0)]
-        gamma: f64,
-    },
+    ///
+    /// `arbor credit eval` instead computes exact ground-truth credit on
+    /// tasks and scores credit estimators against it (see `arbor credit
+    /// eval --help`).
+    Credit(Box<CreditArgs>),
     /// Train the default policy network (needs the `train` feature, on in
     /// the Makefile targets): attached training with checkpoints, offline
     /// PPO from exported advantage records, or the three-arm comparison.
@@ -251,6 +237,140 @@ pub struct RolloutArgs {
     /// The task folder [default: $ARBOR_TASKS, else the bundled envs/tasks].
     #[arg(long, value_name = "DIR")]
     pub tasks: Option<PathBuf>,
+}
+
+/// `arbor credit TREE [...]`, or `arbor credit eval [...]`.
+#[derive(Debug, clap::Args)]
+#[command(subcommand_negates_reqs = true)]
+pub struct CreditArgs {
+    /// `eval`: exact ground-truth credit.
+    #[command(subcommand)]
+    pub command: Option<CreditCommand>,
+    /// A trees file written by `arbor rollout` (or its stored copy, rollout.KEY).
+    #[arg(required = true)]
+    pub tree: Option<PathBuf>,
+    /// Write one advantage record per edge (JSON lines, schema arbor.advantage-record/1).
+    #[arg(long, value_name = "FILE")]
+    pub export: Option<PathBuf>,
+    /// Write same-state preference pairs (JSON lines: prompt, chosen, rejected).
+    #[arg(long, value_name = "FILE")]
+    pub pairs: Option<PathBuf>,
+    /// Draw the first tree as SVG (Q̂ on edges, verdicts on leaves).
+    #[arg(long, value_name = "FILE")]
+    pub plot: Option<PathBuf>,
+    /// Smallest Q̂ difference for a preference pair.
+    #[arg(long, value_name = "M", default_value_t = 0.2)]
+    pub margin: f64,
+    /// Discount.
+    #[arg(long, value_name = "G", default_value_t = 1.0)]
+    pub gamma: f64,
+}
+
+impl CreditArgs {
+    /// Reject a trees file, or its options, given together with `eval`
+    /// (clap accepts both: global flags may come before the subcommand, so
+    /// arguments cannot be made to conflict with it).
+    ///
+    /// # Errors
+    /// What was given that `eval` does not take.
+    pub fn check(&self) -> Result<(), String> {
+        if self.command.is_none() {
+            return Ok(());
+        }
+        let given: Vec<&str> = [
+            ("a trees file", self.tree.is_some()),
+            ("--export", self.export.is_some()),
+            ("--pairs", self.pairs.is_some()),
+            ("--plot", self.plot.is_some()),
+        ]
+        .into_iter()
+        .filter_map(|(what, given)| given.then_some(what))
+        .collect();
+        if given.is_empty() {
+            Ok(())
+        } else {
+            Err(format!(
+                "`credit eval` does not take {}: that belongs to `credit TREE`",
+                given.join(", ")
+            ))
+        }
+    }
+}
+
+/// Subcommands of `arbor credit`.
+#[derive(Debug, Subcommand)]
+pub enum CreditCommand {
+    /// Exact ground-truth credit: explore every state a task reaches under
+    /// its candidate actions (memoised by content hash), compute Q^π and
+    /// A^π of a Markov policy by dynamic programming, replay credit
+    /// estimators (GRPO, Dr.GRPO, RLOO, uniform/entropy/uncertainty
+    /// branching, VinePPO, RTMC) from the cache at each budget and seed, and
+    /// score them: MSE, decisive sign accuracy, sibling ranking accuracy,
+    /// policy-gradient cosine, and the budget each needs for 90% sign
+    /// accuracy. A few tasks are also checked against live driver trees.
+    ///
+    /// Writes report.json, report.md and sign-accuracy.png into --out.
+    /// The snapshots exploration takes are left untagged (`arbor gc` frees
+    /// them). Needs the `train` feature (it links libtorch).
+    Eval(Box<CreditEvalArgs>),
+}
+
+/// `arbor credit eval`.
+#[derive(Debug, clap::Args)]
+pub struct CreditEvalArgs {
+    /// Tasks, comma-separated [default: 12 training tasks of every family
+    /// that fit exact exploration; with --quick, py-stats-1 and data-trap-1].
+    #[arg(
+        long,
+        value_delimiter = ',',
+        value_name = "ID,...",
+        conflicts_with = "split"
+    )]
+    pub tasks: Option<Vec<String>>,
+    /// Every task of a split (train, heldout-variants, heldout-families, upstream).
+    #[arg(long, value_name = "S")]
+    pub split: Option<String>,
+    /// Budgets (actions + verifier runs), comma-separated, increasing
+    /// [default: 30,60,120,240,480; with --quick, 30,120].
+    #[arg(long, value_delimiter = ',', value_name = "N,...")]
+    pub budgets: Option<Vec<u64>>,
+    /// Seeds per estimator and budget [default: 50; with --quick, 20].
+    #[arg(long, value_name = "N")]
+    pub seeds: Option<usize>,
+    /// The small version: two small tasks, budgets 30 and 120, 20 seeds.
+    #[arg(long)]
+    pub quick: bool,
+    /// Where report.json, report.md and the chart go.
+    #[arg(long, value_name = "DIR", default_value = "target/credit-eval")]
+    pub out: PathBuf,
+    /// Seed of the Markov policy's network [default: 1].
+    #[arg(long, value_name = "S")]
+    pub policy_seed: Option<u64>,
+    /// Behaviour-cloning epochs on each task's gold decisions (one Adam step
+    /// each) [default: 30].
+    #[arg(long, value_name = "E")]
+    pub bc_epochs: Option<usize>,
+    /// Softmax temperature of the policy [default: 1].
+    #[arg(long, value_name = "T")]
+    pub temperature: Option<f64>,
+    /// Uniform share ε of the policy, so every action has probability > 0 [default: 0.1].
+    #[arg(long, value_name = "EPS")]
+    pub epsilon: Option<f64>,
+    /// Rollouts per state of the VinePPO-style estimator [default: 4].
+    #[arg(long, value_name = "K")]
+    pub vine_k: Option<usize>,
+    /// Tasks (the first ones) checked against a live driver tree [default: 3; with --quick, 1].
+    #[arg(long, value_name = "N")]
+    pub validate: Option<usize>,
+    /// Largest number of states a task may have [default: 20000].
+    #[arg(long, value_name = "N")]
+    pub max_states: Option<usize>,
+    /// Sandboxes running at once while exploring [default: the number of CPUs].
+    #[arg(long, value_name = "N")]
+    pub workers: Option<usize>,
+    /// The task folder [default: $ARBOR_TASKS, else the bundled envs/tasks].
+    #[arg(long, value_name = "DIR")]
+    pub task_dir: Option<PathBuf>,
 }
 
 /// `arbor train`.
@@ -392,6 +512,79 @@ mod tests {
         let cli = Cli::try_parse_from(["arbor", "ls", "--json", "--home", "/x"]).unwrap();
         assert!(cli.json);
         assert_eq!(cli.home, Some(PathBuf::from("/x")));
+    }
+
+    #[test]
+    fn credit_takes_a_trees_file_or_the_eval_subcommand() {
+        let cli =
+            Cli::try_parse_from(["arbor", "credit", "trees.json", "--export", "a.jsonl"]).unwrap();
+        match cli.command {
+            Command::Credit(c) => {
+                assert!(c.command.is_none());
+                assert_eq!(c.tree, Some(PathBuf::from("trees.json")));
+                assert_eq!(c.export, Some(PathBuf::from("a.jsonl")));
+            }
+            other => panic!("{other:?}"),
+        }
+        let cli = Cli::try_parse_from([
+            "arbor",
+            "credit",
+            "eval",
+            "--quick",
+            "--budgets",
+            "30,60",
+            "--tasks",
+            "py-stats-1,config-fix-1",
+            "--json",
+        ])
+        .unwrap();
+        assert!(cli.json);
+        match cli.command {
+            Command::Credit(c) => match c.command {
+                Some(CreditCommand::Eval(e)) => {
+                    assert!(e.quick);
+                    assert_eq!(e.budgets, Some(vec![30, 60]));
+                    assert_eq!(
+                        e.tasks,
+                        Some(vec!["py-stats-1".to_owned(), "config-fix-1".to_owned()])
+                    );
+                }
+                other => panic!("{other:?}"),
+            },
+            other => panic!("{other:?}"),
+        }
+        // Global flags go anywhere, before the subcommand too.
+        let cli = Cli::try_parse_from(["arbor", "credit", "--json", "eval", "--quick"]).unwrap();
+        assert!(cli.json);
+        assert!(matches!(
+            cli.command,
+            Command::Credit(c) if matches!(c.command, Some(CreditCommand::Eval(_)))
+        ));
+        // A trees file is required without the subcommand, and the two do not mix.
+        assert!(Cli::try_parse_from(["arbor", "credit"]).is_err());
+        for mixed in [
+            &["arbor", "credit", "t.json", "eval"][..],
+            &["arbor", "credit", "--export", "a.jsonl", "eval"][..],
+        ] {
+            match Cli::try_parse_from(mixed).map(|c| c.command) {
+                Ok(Command::Credit(c)) => {
+                    let err = c.check().unwrap_err();
+                    assert!(err.contains("`credit eval` does not take"), "{err}");
+                }
+                Err(_) => {}
+                Ok(other) => panic!("{other:?}"),
+            }
+        }
+        match Cli::try_parse_from(["arbor", "credit", "eval"]).map(|c| c.command) {
+            Ok(Command::Credit(c)) => assert!(c.check().is_ok()),
+            other => panic!("{other:?}"),
+        }
+        assert!(
+            Cli::try_parse_from([
+                "arbor", "credit", "eval", "--tasks", "a", "--split", "train"
+            ])
+            .is_err()
+        );
     }
 
     #[test]

@@ -13,7 +13,7 @@ use arbor_runtime::store::{
 use arbor_runtime::{ExecOptions, Runtime};
 use serde::Serialize;
 
-use crate::args::Command;
+use crate::args::{Command, CreditArgs, CreditCommand};
 use crate::error::{EXIT_FAILURE, UsageError};
 use crate::output::{self, emit, note};
 use crate::render::{
@@ -109,23 +109,28 @@ pub fn run(ctx: &Ctx, command: Command) -> Result<i32> {
         Command::Task { tasks, command } => crate::task::run(ctx, tasks.as_deref(), command),
         Command::Rollout(args) => crate::rollout::rollout(ctx, &args),
         Command::Train(args) => crate::train::train(ctx, &args),
-        Command::Credit {
-            tree,
-            export,
-            pairs,
-            plot,
-            margin,
-            gamma,
-        } => crate::rollout::credit(
-            ctx,
-            &tree,
-            export.as_deref(),
-            pairs.as_deref(),
-            plot.as_deref(),
-            margin,
-            gamma,
-        ),
+        Command::Credit(args) => credit(ctx, *args),
     }
+}
+
+/// `arbor credit TREE [...]` or `arbor credit eval [...]`.
+fn credit(ctx: &Ctx, args: CreditArgs) -> Result<i32> {
+    args.check().map_err(UsageError)?;
+    if let Some(CreditCommand::Eval(eval)) = args.command {
+        return crate::credit_eval::eval(ctx, &eval);
+    }
+    let tree = args
+        .tree
+        .ok_or_else(|| UsageError("credit needs a trees file (or `credit eval`)".into()))?;
+    crate::rollout::credit(
+        ctx,
+        &tree,
+        args.export.as_deref(),
+        args.pairs.as_deref(),
+        args.plot.as_deref(),
+        args.margin,
+        args.gamma,
+    )
 }
 
 /// Fail early, before any work, if `name` cannot be a tag.

@@ -12,6 +12,7 @@
 
 mod args;
 mod commands;
+mod credit_eval;
 mod error;
 mod fanout;
 mod output;
@@ -88,6 +89,10 @@ fn run(cli: Cli) -> Result<i32> {
     let workers = match &cli.command {
         args::Command::Rollout(r) => Some(r.workers),
         args::Command::Train(t) => Some(t.workers),
+        args::Command::Credit(c) => c
+            .command
+            .as_ref()
+            .map(|args::CreditCommand::Eval(e)| e.workers),
         _ => None,
     };
     if let Some(w) = workers {

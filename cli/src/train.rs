@@ -26,9 +26,10 @@ mod enabled {
     use arbor_envs::suite::{self, Suite};
     use arbor_trainer::attached::{AttachedConfig, Credit, run_attached};
     use arbor_trainer::experiment::{
-        ARMS, ExperimentConfig, PPO_EPOCHS, RL_LR, Report, TaskSets, behaviour_clone, evaluate,
-        gold_samples, plot_curves, run_arm, table,
+        ARMS, ArmTasks, ExactScorer, ExperimentConfig, PPO_EPOCHS, RL_LR, Report, TaskSets,
+        behaviour_clone, evaluate, gold_samples, plot_curves, run_arm, table,
     };
+    use arbor_trainer::ground_truth::explore::{ExploreConfig, explore};
     use arbor_trainer::learner::{Learner, LearnerConfig, Loss};
     use arbor_trainer::model::ModelConfig;
     use arbor_trainer::policy::{FeatureCache, NetPolicy};
@@ -77,21 +78,63 @@ mod enabled {
         }
         let dir = args.tasks.clone().unwrap_or_else(suite::bundled_dir);
         let suite = Suite::load(&dir).map_err(|e| anyhow!(UsageError(e.to_string())))?;
+        if args.compare {
+            return compare(ctx, args, &suite, device, &rt);
+        }
         let sets = TaskSets {
             train: prepare(ctx, &suite, "train")?,
             heldout_variants: prepare(ctx, &suite, "heldout-variants")?,
             heldout_families: prepare(ctx, &suite, "heldout-families")?,
         };
-        if args.compare {
-            return compare(ctx, args, &sets, device, &rt);
-        }
         attached(ctx, args, &sets, device, &rt)
+    }
+
+    /// Prepare and explore `ids` for exact scoring.
+    fn explored(
+        ctx: &Ctx,
+        suite: &Suite,
+        ids: &[String],
+    ) -> Result<(Vec<Arc<dyn Environment>>, ExactScorer)> {
+        let mut envs = Vec::new();
+        let mut explored = Vec::new();
+        for id in ids {
+            let spec = suite
+                .get(id)
+                .ok_or_else(|| anyhow!(UsageError(format!("no task {id} in the suite"))))?
+                .clone();
+            let globs = spec.byproducts.clone();
+            let env: Arc<dyn Environment> = Arc::new(
+                TaskEnv::prepare(&ctx.runtime, spec).with_context(|| format!("prepare {id}"))?,
+            );
+            let ex = explore(
+                env.as_ref(),
+                &ctx.runtime,
+                &move |p: &str| globs.matches(p),
+                ExploreConfig {
+                    workers: 2,
+                    max_states: 20_000,
+                },
+                &|_| {},
+            )
+            .map_err(|e| anyhow!("explore {id}: {e}"))?;
+            note(
+                ctx.json,
+                &format!(
+                    "explored {id}: {} decision states, {} env steps",
+                    ex.states.len(),
+                    ex.cost.env_steps()
+                ),
+            )?;
+            envs.push(env);
+            explored.push(ex);
+        }
+        Ok((envs, ExactScorer::new(explored)))
     }
 
     fn compare(
         ctx: &Ctx,
         args: &TrainArgs,
-        sets: &TaskSets,
+        suite: &Suite,
         device: tch::Device,
         rt: &tokio::runtime::Runtime,
     ) -> Result<i32> {
@@ -111,15 +154,28 @@ mod enabled {
         }
         std::fs::create_dir_all(&cfg.out)
             .with_context(|| format!("create {}", cfg.out.display()))?;
+        let (train, in_dist) = explored(ctx, suite, &cfg.train_tasks)?;
+        let (_, heldout) = explored(ctx, suite, &cfg.heldout_tasks)?;
+        let scoring = format!(
+            "exact; in-distribution: {}; held-out: {}",
+            in_dist.describe(),
+            heldout.describe()
+        );
+        note(ctx.json, &scoring)?;
         let json = ctx.json;
         let log = move |line: String| {
             let _ = note(json, &line);
         };
+        let tasks = ArmTasks {
+            train: &train,
+            in_dist: &in_dist,
+            heldout: &heldout,
+        };
         let mut runs = Vec::new();
-        for arm in ARMS {
-            for &seed in &cfg.seeds {
+        for &seed in &cfg.seeds {
+            for arm in ARMS {
                 let r = rt
-                    .block_on(run_arm(arm, seed, sets, &cfg, device, &log))
+                    .block_on(run_arm(arm, seed, &tasks, &cfg, device, &log))
                     .map_err(|e| anyhow!("{} seed {seed}: {e}", arm.name))?;
                 runs.push(r);
             }
@@ -131,6 +187,7 @@ mod enabled {
             config: cfg.clone(),
             runs,
             device: format!("{device:?}"),
+            scoring,
             table: md.clone(),
         };
         let json_path = cfg.out.join("report.json");
@@ -196,7 +253,7 @@ mod enabled {
         let mut used = 0;
         if !args.resume {
             let (samples, gold_used) = rt
-                .block_on(gold_samples(&sets.train))
+                .block_on(gold_samples(&sets.train, FeatureCache::default()))
                 .map_err(|e| anyhow!(e))?;
             used += gold_used;
             behaviour_clone(&mut learner, &samples, 30, 32, seed);

@@ -213,3 +213,51 @@ fn records_stream_through_a_bounded_channel() {
     });
     assert_eq!(got, (expected, expected));
 }
+
+/// `vine:K`: one main episode, then K independent continuations from every
+/// state on it; each main-path edge's advantage is V̂(s') − V̂(s), both
+/// Monte-Carlo means of the episodes through those states.
+#[test]
+fn a_vine_rolls_out_k_continuations_from_every_state_of_its_main_path() {
+    let rt = runtime_with(Path::new(HELPER), |o| o.warm_helpers = 2);
+    let (_, tree) = grow(&rt.runtime, "py-parse-1", Strategy::Vine { k: 2 }, 400, 5);
+    assert_eq!(tree.strategy, "vine:2");
+    // The main path: first edges from the root, down to its leaf.
+    let mut main = Vec::new();
+    let mut node = 0;
+    while let Some(&e) = tree.nodes[node].edges.first() {
+        main.push(e);
+        node = tree.edges[e].to;
+    }
+    assert!(
+        tree.nodes[node].leaf.is_some(),
+        "the main path ends in a leaf"
+    );
+    assert!(!main.is_empty());
+    let recs = records(&tree, &CreditConfig::default()).unwrap();
+    for &e in &main {
+        let from = tree.edges[e].from;
+        if tree.nodes[from].depth >= 8 {
+            continue;
+        }
+        // The main edge and K = 2 continuations (budget 400 pays for all).
+        assert_eq!(tree.nodes[from].edges.len(), 3, "node {from}");
+        let r = recs.iter().find(|r| r.edge == e).unwrap();
+        let child = recs
+            .iter()
+            .find(|c| c.state == r.next_state && c.depth == r.depth + 1);
+        if let Some(c) = child {
+            assert!((r.advantage - (c.v - r.v)).abs() < 1e-12);
+        }
+    }
+    // Positive control: an independent group has a single edge per state
+    // below the root.
+    let (_, flat) = grow(
+        &rt.runtime,
+        "py-parse-1",
+        Strategy::Independent { episodes: 3 },
+        60,
+        5,
+    );
+    assert!(flat.nodes.iter().skip(1).all(|n| n.edges.len() <= 1));
+}

@@ -18,7 +18,7 @@ use arbor_trainer::attached::{AttachedConfig, Credit, run_attached};
 use arbor_trainer::experiment::{behaviour_clone, evaluate, gold_samples};
 use arbor_trainer::learner::{Learner, LearnerConfig};
 use arbor_trainer::model::ModelConfig;
-use arbor_trainer::policy::NetPolicy;
+use arbor_trainer::policy::{FeatureCache, NetPolicy};
 use tch::Device;
 
 const HELPER: &str = env!("CARGO_BIN_EXE_arbor-test-helper");
@@ -54,7 +54,9 @@ fn learner_and_workers_overlap_and_trees_carry_several_versions() {
     let mut learner = Learner::new(model, LearnerConfig::default(), Device::Cpu);
     // A warm start, so the trees hold successes and failures (advantages).
     let tokio = tokio();
-    let (gold, _) = tokio.block_on(gold_samples(&tasks)).unwrap();
+    let (gold, _) = tokio
+        .block_on(gold_samples(&tasks, FeatureCache::default()))
+        .unwrap();
     behaviour_clone(&mut learner, &gold, 5, 16, 1);
     let actor = Arc::new(NetPolicy::new(model, Device::Cpu));
     actor.publish(&learner.net, 0).unwrap();
@@ -168,7 +170,9 @@ fn evaluation_is_a_monte_carlo_mean_that_does_not_depend_on_the_workers() {
     let tasks = envs(rt, &suite, &["py-stats-1", "files-organise-1"]);
     let model = ModelConfig::default();
     let tokio = tokio();
-    let (gold, _) = tokio.block_on(gold_samples(&tasks)).unwrap();
+    let (gold, _) = tokio
+        .block_on(gold_samples(&tasks, FeatureCache::default()))
+        .unwrap();
     // A partly trained policy: successes and failures both.
     let mut learner = Learner::new(model, LearnerConfig::default(), Device::Cpu);
     behaviour_clone(&mut learner, &gold, 8, 16, 5);
@@ -241,7 +245,9 @@ fn cloning_lifts_unseen_variants_and_action_text_alone_stays_near_twin_chance() 
         .sum::<f64>()
         / test_ids.len() as f64;
     let tokio = tokio();
-    let (gold, _) = tokio.block_on(gold_samples(&train)).unwrap();
+    let (gold, _) = tokio
+        .block_on(gold_samples(&train, FeatureCache::default()))
+        .unwrap();
     let success = |action_only: bool, epochs: usize| {
         let model = ModelConfig {
             action_only,

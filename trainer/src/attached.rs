@@ -18,7 +18,7 @@ use arbor_rollout::tree::RolloutTree;
 use serde::{Deserialize, Serialize};
 
 use crate::learner::{Learner, Loss, Sample};
-use crate::policy::{FeatureCache, NetPolicy, branch_samples, grpo_samples};
+use crate::policy::{NetPolicy, branch_samples, grpo_samples, vine_samples};
 
 /// What the workers grow and how the learner uses it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -28,6 +28,10 @@ pub enum Credit {
     Branched,
     /// Unbranched groups (`independent`); PPO objective on GRPO episode advantages.
     Grpo,
+    /// VinePPO-style (`vine:4`): one episode, four Monte-Carlo continuations
+    /// from each of its states; PPO on the episode's steps with
+    /// `V̂(s_{t+1}) − V̂(s_t)`.
+    Vine,
 }
 
 /// Settings of one attached run.
@@ -208,7 +212,7 @@ pub async fn run_attached(
         let activity = Arc::clone(&activity);
         let cfg = cfg.clone();
         handles.push(tokio::spawn(async move {
-            let mut cache = FeatureCache::default();
+            let mut cache = actor.feature_cache();
             loop {
                 // Reserve this tree's budget (what is left, up to a tree's worth).
                 let reserved = spent.fetch_update(Ordering::SeqCst, Ordering::SeqCst, |s| {
@@ -221,6 +225,7 @@ pub async fn run_attached(
                 let strategy = match cfg.credit {
                     Credit::Branched => Strategy::Uniform { every: 2, width: 3 },
                     Credit::Grpo => Strategy::Independent { episodes: 10_000 },
+                    Credit::Vine => Strategy::Vine { k: 4 },
                 };
                 let mut dc = DriverConfig::new(budget, strategy);
                 dc.workers = 1;
@@ -246,6 +251,7 @@ pub async fn run_attached(
                 let samples = match cfg.credit {
                     Credit::Branched => branch_samples(&tree, &mut cache),
                     Credit::Grpo => grpo_samples(&tree, &mut cache),
+                    Credit::Vine => vine_samples(&tree, &mut cache),
                 };
                 let tx = tx.clone();
                 // A blocking send on a bounded channel: back-pressure on the workers.

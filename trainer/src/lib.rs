@@ -6,11 +6,14 @@
 //! - [`policy`]: the network as a rollout policy; rollout data as samples.
 //! - [`attached`]: rollout workers and the learner running concurrently.
 //! - [`experiment`]: `arbor train --compare` (three arms, equal budget).
+//! - [`ground_truth`]: exact credit by dynamic programming over a task's
+//!   states, and estimators scored against it (`arbor credit eval`).
 #![deny(missing_docs)]
 
 pub mod attached;
 pub mod experiment;
 pub mod features;
+pub mod ground_truth;
 pub mod learner;
 pub mod model;
 pub mod plot;

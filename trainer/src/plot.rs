@@ -11,7 +11,7 @@ const FONT_PATHS: &[&str] = &[
     "/usr/share/fonts/dejavu/DejaVuSans.ttf",
 ];
 
-fn register_font() -> Result<(), String> {
+pub(crate) fn register_font() -> Result<(), String> {
     static DONE: OnceLock<Result<(), String>> = OnceLock::new();
     DONE.get_or_init(|| {
         let bytes = FONT_PATHS
@@ -56,10 +56,7 @@ pub fn curves(
     root.fill(&WHITE).map_err(|e| err(&e))?;
     let mut chart = ChartBuilder::on(&root)
         .margin(20)
-        .caption(
-            "Success on unseen variants during training",
-            ("sans-serif", 22),
-        )
+        .caption("Success against training budget", ("sans-serif", 22))
         .x_label_area_size(45)
         .y_label_area_size(60)
         .build_cartesian_2d(0.0..x_max * 1.02, 0.0..y_max)

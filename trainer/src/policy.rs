@@ -28,6 +28,7 @@ pub struct NetPolicy {
     version: AtomicU64,
     greedy: bool,
     explore: f64,
+    markov: bool,
 }
 
 impl NetPolicy {
@@ -38,6 +39,25 @@ impl NetPolicy {
             version: AtomicU64::new(0),
             greedy: false,
             explore: 0.0,
+            markov: false,
+        }
+    }
+
+    /// Read only what a Markov policy may: the observation, the step index
+    /// and the candidates (no `done:` lines, no flags from the path). Its
+    /// value on a task is then computable exactly by dynamic programming
+    /// over the task's states ([`crate::ground_truth`]).
+    pub fn markov(mut self) -> Self {
+        self.markov = true;
+        self
+    }
+
+    /// A feature cache that reads states the way this policy does: the
+    /// learner must see the same features the actor acted on.
+    pub fn feature_cache(&self) -> FeatureCache {
+        FeatureCache {
+            markov: self.markov,
+            ..FeatureCache::default()
         }
     }
 
@@ -69,6 +89,23 @@ impl NetPolicy {
         Ok(())
     }
 
+    /// Probabilities of `candidates` at step `step` as a Markov policy reads
+    /// them (whatever this policy's mode), without exploration.
+    pub fn markov_probabilities(
+        &self,
+        cache: &mut FeatureCache,
+        observation: &str,
+        candidates: &[AgentAction],
+        step: usize,
+    ) -> Vec<f64> {
+        let texts: Vec<String> = candidates.iter().map(AgentAction::text).collect();
+        let state = cache.markov_state(observation, &texts, step);
+        match self.net.lock() {
+            Ok(net) => net.probabilities(&state),
+            Err(_) => Vec::new(),
+        }
+    }
+
     /// The current version.
     pub fn version(&self) -> u64 {
         self.version.load(Ordering::SeqCst)
@@ -82,12 +119,7 @@ impl NetPolicy {
         candidates: &[AgentAction],
         history: &[AgentAction],
     ) -> Vec<f64> {
-        let state = decision_features(
-            &mut FeatureCache::default(),
-            observation,
-            candidates,
-            history,
-        );
+        let state = decision_features(&mut self.feature_cache(), observation, candidates, history);
         match self.net.lock() {
             Ok(net) => net.probabilities(&state),
             Err(_) => Vec::new(),
@@ -135,8 +167,7 @@ pub fn decision_features(
     history: &[AgentAction],
 ) -> StateFeatures {
     let texts: Vec<String> = candidates.iter().map(AgentAction::text).collect();
-    let done: Vec<String> = history.iter().map(AgentAction::text).collect();
-    cache.state(&decision_text(observation, history), &texts, &done)
+    cache.decision(observation, &texts, history)
 }
 
 impl Policy for NetPolicy {
@@ -190,10 +221,12 @@ impl Policy for NetPolicy {
     }
 }
 
-/// Caches text features (observations and candidates repeat a lot).
+/// Caches text features (observations and candidates repeat a lot), and
+/// knows whether the policy reading them is Markov (see [`NetPolicy::markov`]).
 #[derive(Debug, Default)]
 pub struct FeatureCache {
     map: HashMap<String, Vec<i64>>,
+    markov: bool,
 }
 
 impl FeatureCache {
@@ -244,18 +277,46 @@ impl FeatureCache {
         }
     }
 
+    /// Features of a decision: the observation, the candidates' texts and
+    /// the actions taken so far (of which a Markov cache reads the number only).
+    pub fn decision(
+        &mut self,
+        observation: &str,
+        candidates: &[String],
+        history: &[AgentAction],
+    ) -> StateFeatures {
+        if self.markov {
+            return self.markov_state(observation, candidates, history.len());
+        }
+        let done: Vec<String> = history.iter().map(AgentAction::text).collect();
+        self.state(&decision_text(observation, history), candidates, &done)
+    }
+
+    /// What a Markov policy reads at step `step`: the observation (with
+    /// durations masked, which differ from run to run of the same state) and
+    /// the step index, the candidates with their kind flags only.
+    pub fn markov_state(
+        &mut self,
+        observation: &str,
+        candidates: &[String],
+        step: usize,
+    ) -> StateFeatures {
+        let text = format!(
+            "{}\nstep {step}\n",
+            crate::ground_truth::explore::mask_durations(observation)
+        );
+        let mut s = self.state(&text, candidates, &[]);
+        s.progress = step as f32 / 10.0;
+        s
+    }
+
     /// A training sample from an exported advantage record (`None` for a
     /// free-form action, which has no candidate index), weighted by the
     /// number of merged samples the record's edge stands for.
     pub fn sample(&mut self, r: &AdvantageRecord, advantage: f64) -> Option<Sample> {
         let chosen = r.chosen?;
-        let done: Vec<String> = r.history.iter().map(AgentAction::text).collect();
         Some(Sample {
-            state: self.state(
-                &decision_text(&r.observation, &r.history),
-                &r.candidates,
-                &done,
-            ),
+            state: self.decision(&r.observation, &r.candidates, &r.history),
             chosen,
             behaviour_log_prob: r.behaviour_log_prob,
             target_log_prob: r.target_log_prob.unwrap_or(r.behaviour_log_prob),
@@ -280,6 +341,29 @@ pub fn branch_samples(tree: &RolloutTree, cache: &mut FeatureCache) -> Vec<Sampl
         .filter(|r| r.segment_advantage.abs() > 1e-9)
         .filter_map(|r| cache.sample(r, r.segment_advantage))
         .collect()
+}
+
+/// VinePPO samples of a `vine` tree: the main episode's steps (the first
+/// edges from the root down), each with `V̂(s_{t+1}) − V̂(s_t)`, both
+/// Monte-Carlo means over the continuations from those states.
+pub fn vine_samples(tree: &RolloutTree, cache: &mut FeatureCache) -> Vec<Sample> {
+    let Ok(recs) = records(tree, &CreditConfig::default()) else {
+        return Vec::new();
+    };
+    let by_edge: HashMap<usize, &AdvantageRecord> = recs.iter().map(|r| (r.edge, r)).collect();
+    let mut out = Vec::new();
+    let mut node = 0;
+    while let Some(&e) = tree.nodes[node].edges.first() {
+        if let Some(r) = by_edge.get(&e).filter(|r| r.advantage.abs() > 1e-9)
+            && let Some(mut s) = cache.sample(r, r.advantage)
+        {
+            // One episode: its steps weigh 1 each.
+            s.weight = 1.0;
+            out.push(s);
+        }
+        node = tree.edges[e].to;
+    }
+    out
 }
 
 /// GRPO samples of an unbranched group (an `independent` tree): every step of

@@ -63,6 +63,15 @@ pub enum Strategy {
         /// Episodes.
         episodes: usize,
     },
+    /// VinePPO-style Monte Carlo values: one on-policy episode (the main
+    /// path), then `k` independent on-policy continuations from every state
+    /// on it (round by round, so a short budget spreads evenly over the
+    /// states). V̂ at each state of the main path is then a Monte-Carlo
+    /// mean, and a main-path edge's advantage is `V̂(s_{t+1}) − V̂(s_t)`.
+    Vine {
+        /// Continuations per state of the main path.
+        k: usize,
+    },
     /// `episodes` on-policy episodes sampled through one shared tree: an
     /// episode follows (and counts) existing edges while its actions match
     /// and forks where they differ, so repeated prefixes cost nothing. The
@@ -78,7 +87,8 @@ impl FromStr for Strategy {
 
     /// `uniform[:WIDTH[:EVERY]]` (default 3 ways every 2 steps),
     /// `entropy[:THRESHOLD[:WIDTH]]` (default 1.0 nats, 3 ways),
-    /// `uncertainty[:INITIAL]` (default 4), `independent[:EPISODES]` (default 8).
+    /// `uncertainty[:INITIAL]` (default 4), `independent[:EPISODES]` (default 8),
+    /// `vine[:K]` (default 4), `sample[:EPISODES]` (default 20).
     fn from_str(s: &str) -> Result<Self, String> {
         let mut parts = s.split(':');
         let kind = parts.next().unwrap_or_default();
@@ -134,6 +144,10 @@ impl FromStr for Strategy {
                     episodes: num(0, 8)?,
                 })
             }
+            "vine" => {
+                too_many(1)?;
+                Ok(Self::Vine { k: num(0, 4)? })
+            }
             "sample" => {
                 too_many(1)?;
                 Ok(Self::Sample {
@@ -141,7 +155,7 @@ impl FromStr for Strategy {
                 })
             }
             _ => Err(format!(
-                "unknown branching strategy {s:?} (uniform[:W[:K]], entropy[:T[:W]], uncertainty[:N], independent[:N], sample[:N])"
+                "unknown branching strategy {s:?} (uniform[:W[:K]], entropy[:T[:W]], uncertainty[:N], independent[:N], vine[:K], sample[:N])"
             )),
         }
     }
@@ -154,6 +168,7 @@ impl fmt::Display for Strategy {
             Self::Entropy { threshold, width } => write!(f, "entropy:{threshold}:{width}"),
             Self::Uncertainty { initial } => write!(f, "uncertainty:{initial}"),
             Self::Independent { episodes } => write!(f, "independent:{episodes}"),
+            Self::Vine { k } => write!(f, "vine:{k}"),
             Self::Sample { episodes } => write!(f, "sample:{episodes}"),
         }
     }
@@ -340,9 +355,10 @@ fn is_branch_point(strategy: Strategy, depth: usize, choice: &Choice) -> bool {
     match strategy {
         Strategy::Uniform { every, .. } => depth.is_multiple_of(every),
         Strategy::Entropy { threshold, .. } => choice.entropy > threshold,
-        Strategy::Uncertainty { .. } | Strategy::Independent { .. } | Strategy::Sample { .. } => {
-            false
-        }
+        Strategy::Uncertainty { .. }
+        | Strategy::Independent { .. }
+        | Strategy::Vine { .. }
+        | Strategy::Sample { .. } => false,
     }
 }
 
@@ -715,7 +731,10 @@ pub async fn run_tree(
             co.expand(0, w, Some(first), true)?;
         }
         // Unbranched episodes start lazily, one per free worker (see `next_job`).
-        Strategy::Uncertainty { .. } | Strategy::Independent { .. } | Strategy::Sample { .. } => {}
+        Strategy::Uncertainty { .. }
+        | Strategy::Independent { .. }
+        | Strategy::Vine { .. }
+        | Strategy::Sample { .. } => {}
     }
     let workers = cfg.workers.max(1);
     let mut running = tokio::task::JoinSet::new();
@@ -773,6 +792,8 @@ struct Lazy {
     exhausted: Vec<bool>,
     /// Consecutive walks that found nothing new (uniform, entropy).
     idle_walks: usize,
+    /// Continuations dispatched so far (vine).
+    continuations: usize,
 }
 
 /// How a walk through the tree ended.
@@ -802,6 +823,12 @@ impl Coordinator {
         }
         match strategy {
             Strategy::Independent { episodes } => self.fresh_episode(lazy, episodes),
+            Strategy::Vine { k } => {
+                if lazy.started == 0 {
+                    return self.fresh_episode(lazy, 1);
+                }
+                self.vine_continuation(&mut lazy.continuations, k)
+            }
             Strategy::Uncertainty { initial } => {
                 if lazy.started < initial {
                     return self.fresh_episode(lazy, initial);
@@ -907,6 +934,48 @@ impl Coordinator {
                 }
             }
         }
+    }
+
+    /// The nodes of the main path (the first episode: first edges from the
+    /// root) that are not leaves; empty while that episode is still running.
+    fn main_path(&self) -> Vec<usize> {
+        let mut out = Vec::new();
+        let mut node = 0;
+        loop {
+            let n = &self.tree.nodes[node];
+            if n.leaf.is_some() || n.fault.is_some() {
+                return out;
+            }
+            let Some(&e) = n.edges.first() else {
+                // Still running (or nothing could be paid for).
+                return Vec::new();
+            };
+            if n.depth < self.sh.max_steps {
+                out.push(node);
+            }
+            node = self.tree.edges[e].to;
+        }
+    }
+
+    /// Queue the next continuation of a vine: round `r` samples one fresh
+    /// action at every state of the main path, in order, then round `r + 1`.
+    fn vine_continuation(
+        &mut self,
+        done: &mut usize,
+        k: usize,
+    ) -> Result<bool, crate::policy::PolicyError> {
+        let states = self.main_path();
+        if states.is_empty() || *done >= states.len() * k.max(1) {
+            return Ok(false);
+        }
+        let node = states[*done % states.len()];
+        *done += 1;
+        let n = &self.tree.nodes[node];
+        let (obs, candidates) = (n.observation.clone(), n.candidates.clone());
+        let history = self.history(node);
+        let c = self.sh.choose(&obs, &candidates, &history, &mut self.rng)?;
+        let snapshot = self.snapshot_of(node);
+        Ok(self.dispatch(node, &snapshot, c, 1))
     }
 
     /// Queue a new branch at the node with the highest p̂(1−p̂); returns
