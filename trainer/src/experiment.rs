@@ -30,6 +30,7 @@ use tch::Device;
 
 use crate::attached::{AttachedConfig, AttachedReport, Credit, run_attached};
 use crate::ground_truth::explore::Exploration;
+use crate::ground_truth::metrics::{Interval, quantile};
 use crate::learner::{Learner, LearnerConfig, Loss, Sample};
 use crate::model::ModelConfig;
 use crate::policy::{FeatureCache, NetPolicy, bc_samples};
@@ -534,17 +535,6 @@ pub async fn run_arm(
     })
 }
 
-/// A mean and its 95% bootstrap interval.
-#[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
-pub struct Interval {
-    /// The mean.
-    pub mean: f64,
-    /// 2.5th percentile.
-    pub lo: f64,
-    /// 97.5th percentile.
-    pub hi: f64,
-}
-
 /// Hierarchical paired bootstrap. `values[arm][seed][task]`: each round
 /// resamples seeds (with replacement), then tasks (with replacement), the
 /// same for every arm, and takes each arm's mean over the resampled cells.
@@ -564,6 +554,7 @@ pub fn hierarchical_bootstrap(
         mean: 0.0,
         lo: 0.0,
         hi: 0.0,
+        n: 0,
     };
     if seeds == 0 || tasks == 0 {
         return (vec![zero; values.len()], vec![zero; values.len()]);
@@ -591,11 +582,11 @@ pub fn hierarchical_bootstrap(
     }
     let interval = |mean: f64, mut v: Vec<f64>| {
         v.sort_by(f64::total_cmp);
-        let at = |q: f64| v[((q * (v.len() - 1) as f64).round() as usize).min(v.len() - 1)];
         Interval {
             mean,
-            lo: at(0.025),
-            hi: at(0.975),
+            lo: quantile(&v, 0.025),
+            hi: quantile(&v, 0.975),
+            n: seeds * tasks,
         }
     };
     let a = point

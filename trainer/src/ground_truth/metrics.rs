@@ -111,7 +111,7 @@ pub struct Interval {
 }
 
 /// The `q`-quantile of sorted values (nearest rank).
-fn quantile<T: Copy>(sorted: &[T], q: f64) -> T {
+pub(crate) fn quantile<T: Copy>(sorted: &[T], q: f64) -> T {
     let i = (q * (sorted.len() - 1) as f64).round() as usize;
     sorted[i.min(sorted.len() - 1)]
 }
