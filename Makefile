@@ -28,8 +28,8 @@ prerequisites:
 demo: prerequisites
 	$(call heading,the WebAssembly guests (.ci/build-guests))
 	@.ci/build-guests
-	$(call heading,cargo build --release -p arbor --features train (and the sandbox helper))
-	$(CARGO) build --release -p arbor -p arbor-runtime --bins --features arbor/train
+	$(call heading,cargo build --release -p arbor -p arbor-train (and the sandbox helper))
+	$(CARGO) build --release -p arbor -p arbor-train -p arbor-runtime --bins
 	$(call heading,demo)
 	@cli/demo/demo.sh
 
@@ -80,8 +80,8 @@ bench:
 # target/credit-eval/report.md, report.json and sign-accuracy.png. A fresh
 # store per run (the exploration leaves thousands of snapshots behind).
 experiment-credit: prerequisites
-	$(call heading,cargo build --release -p arbor -p arbor-runtime --bins --features arbor/train)
-	$(CARGO) build --release -p arbor -p arbor-runtime --bins --features arbor/train
+	$(call heading,cargo build --release -p arbor -p arbor-train -p arbor-runtime --bins)
+	$(CARGO) build --release -p arbor -p arbor-train -p arbor-runtime --bins
 	$(call heading,arbor credit eval (full))
 	@home=$$(mktemp -d) && trap 'rm -rf "$$home"' EXIT && \
 		$(TARGET_DIR)/release/arbor --home "$$home" credit eval --out $(TARGET_DIR)/credit-eval
@@ -90,8 +90,8 @@ experiment-credit: prerequisites
 # arms, 5 seeds each at an equal budget, success scored exactly on the
 # explored tasks): target/arbor-train/report.md, report.json, learning-curve.png.
 experiment: prerequisites
-	$(call heading,cargo build --release -p arbor -p arbor-runtime --bins --features arbor/train)
-	$(CARGO) build --release -p arbor -p arbor-runtime --bins --features arbor/train
+	$(call heading,cargo build --release -p arbor -p arbor-train -p arbor-runtime --bins)
+	$(CARGO) build --release -p arbor -p arbor-train -p arbor-runtime --bins
 	$(call heading,arbor train --compare (full))
 	@home=$$(mktemp -d) && trap 'rm -rf "$$home"' EXIT && \
 		$(TARGET_DIR)/release/arbor --home "$$home" train --compare --out $(TARGET_DIR)/arbor-train

@@ -110,12 +110,13 @@ run arbor gc
 run arbor fsck
 
 heading "12. Train: the labelled SMOKE version of the experiment (one seed per arm, small budget)"
-note "BC + branched PPO, BC + GRPO, and branched PPO without a warm start, at an equal budget; the full run is \`arbor train --compare\`"
-if ! "$ARBOR" train --records /nonexistent 2>&1 | grep -q "without the \`train\` feature"; then
+note "GRPO, branch-point PPO with segment credit and VinePPO-style Monte Carlo from one behaviour cloning, at an equal budget; the full run is \`make experiment\`"
+note "arbor train runs in the arbor-train binary (libtorch); arbor execs it, so arbor itself starts in milliseconds"
+if [ -x "$(dirname "$ARBOR")/arbor-train" ]; then
     run arbor train --compare --smoke --out "$out/train-smoke"
     note "smoke table: $out/train-smoke/report.md; learning curve: $out/train-smoke/learning-curve.png"
 else
-    note "this arbor was built without the train feature (make demo builds it with --features train)"
+    note "no arbor-train next to $ARBOR (make demo builds it: cargo build --release -p arbor-train)"
 fi
 
 finished=$(date +%s.%N)

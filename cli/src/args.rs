@@ -376,9 +376,10 @@ pub struct CreditEvalArgs {
 /// `arbor train`.
 #[derive(Debug, clap::Args)]
 pub struct TrainArgs {
-    /// Run the experiment: BC+branched PPO, BC+GRPO and branched PPO without
-    /// a warm start, at an equal environment budget, evaluated on
-    /// heldout-variants and heldout-families.
+    /// Run the experiment: GRPO, branch-point PPO with segment credit and
+    /// VinePPO-style Monte Carlo, all from the same behaviour cloning, at an
+    /// equal environment budget; success scored exactly on the training tasks,
+    /// a validation split carved from train and the held-out variants.
     #[arg(long)]
     pub compare: bool,
     /// With --compare: the labelled smoke version (one seed per arm, a small budget).
@@ -405,6 +406,10 @@ pub struct TrainArgs {
     /// Rollout workers [default: the number of CPUs].
     #[arg(long, value_name = "N")]
     pub workers: Option<usize>,
+    /// With --compare: Adam learning rate of the RL phases [default: 1e-3].
+    /// Choose it by the report's validation column, never the held-out one.
+    #[arg(long, value_name = "LR", requires = "compare")]
+    pub rl_lr: Option<f64>,
     /// The task folder [default: $ARBOR_TASKS, else the bundled envs/tasks].
     #[arg(long, value_name = "DIR")]
     pub tasks: Option<PathBuf>,

@@ -108,7 +108,8 @@ pub fn run(ctx: &Ctx, command: Command) -> Result<i32> {
         Command::Fsck => fsck(ctx),
         Command::Task { tasks, command } => crate::task::run(ctx, tasks.as_deref(), command),
         Command::Rollout(args) => crate::rollout::rollout(ctx, &args),
-        Command::Train(args) => crate::train::train(ctx, &args),
+        // `arbor` hands these to `arbor-train` before it opens the store.
+        Command::Train(_) => crate::entry::exec_trainer(),
         Command::Credit(args) => credit(ctx, *args),
     }
 }
@@ -116,8 +117,8 @@ pub fn run(ctx: &Ctx, command: Command) -> Result<i32> {
 /// `arbor credit TREE [...]` or `arbor credit eval [...]`.
 fn credit(ctx: &Ctx, args: CreditArgs) -> Result<i32> {
     args.check().map_err(UsageError)?;
-    if let Some(CreditCommand::Eval(eval)) = args.command {
-        return crate::credit_eval::eval(ctx, &eval);
+    if let Some(CreditCommand::Eval(_)) = args.command {
+        return crate::entry::exec_trainer();
     }
     let tree = args
         .tree
@@ -254,6 +255,30 @@ struct ExecJson {
     killed_background: Vec<String>,
 }
 
+/// The shell command line `arbor exec` runs: one word is a shell string as
+/// given (`arbor exec S -- 'make && make test'`); several are an argv, each
+/// word quoted so that the shell passes it through unchanged, as
+/// `docker exec` does (`arbor exec S -- printf '%s' 'a b'` prints `a b`).
+pub fn command_line(words: &[String]) -> String {
+    if let [one] = words {
+        return one.clone();
+    }
+    words
+        .iter()
+        .map(|w| {
+            let plain = !w.is_empty()
+                && w.bytes()
+                    .all(|b| b.is_ascii_alphanumeric() || b"_@%+=:,./-".contains(&b));
+            if plain {
+                w.clone()
+            } else {
+                format!("'{}'", w.replace('\'', "'\\''"))
+            }
+        })
+        .collect::<Vec<_>>()
+        .join(" ")
+}
+
 fn exec(
     ctx: &Ctx,
     snapshot: &str,
@@ -262,14 +287,15 @@ fn exec(
     timeout_s: f64,
     words: &[String],
 ) -> Result<i32> {
-    let command = words.join(" ");
-    if command.trim().is_empty() {
+    if words.join(" ").trim().is_empty() {
         return Err(UsageError("the command to run is empty".into()).into());
     }
     #[cfg(feature = "wasm")]
     if let Some(id) = session(ctx, snapshot)? {
-        return crate::wasm::exec(ctx, &id, commit, tag, timeout_s, &command);
+        // A session runs Python source: the words are one program text.
+        return crate::wasm::exec(ctx, &id, commit, tag, timeout_s, &words.join(" "));
     }
+    let command = command_line(words);
     let base = ctx.runtime.resolve(snapshot)?;
     if let Some(t) = tag {
         check_tag_name(ctx.store(), t)?;

@@ -974,3 +974,101 @@ fn task_run_grades_a_session_task_on_the_session_state() {
     assert_eq!(run["verdict"]["reward"], 0.0, "{run}");
     assert_eq!(run["verdict"]["task"]["checks_passed"], 0, "{run}");
 }
+
+/// `arbor train` and `arbor credit eval` are handed, argument for argument,
+/// to the `arbor-train` binary (`$ARBOR_TRAIN` here: a script that records
+/// its arguments), whose exit status becomes arbor's; other commands are
+/// not. Without an `arbor-train`, the error names it and how to build it.
+#[test]
+fn train_and_credit_eval_run_in_the_arbor_train_binary() {
+    let env = Env::new();
+    let log = env.path("trainer-args");
+    let fake = env.path("fake-arbor-train");
+    fs::write(
+        &fake,
+        format!(
+            "#!/bin/sh\nprintf '%s\\n' \"$@\" > '{}'\nexit 7\n",
+            log.display()
+        ),
+    )
+    .unwrap();
+    fs::set_permissions(&fake, fs::Permissions::from_mode(0o755)).unwrap();
+    let run = |args: &[&str], trainer: Option<&Path>, path: Option<&Path>| {
+        let mut c = Command::new(arbor_bin());
+        c.args(args).env_remove("ARBOR_TRAIN");
+        if let Some(t) = trainer {
+            c.env("ARBOR_TRAIN", t);
+        }
+        if let Some(p) = path {
+            c.env("PATH", p);
+        }
+        c.output().unwrap()
+    };
+    let home = env.home();
+    let home = home.to_str().unwrap();
+    for args in [
+        vec![
+            "--home",
+            home,
+            "train",
+            "--compare",
+            "--smoke",
+            "--seeds",
+            "3",
+        ],
+        vec!["--home", home, "credit", "eval", "--quick", "--json"],
+    ] {
+        let _ = fs::remove_file(&log);
+        let out = run(&args, Some(&fake), None);
+        assert_eq!(out.status.code(), Some(7), "{args:?}: {}", describe(&out));
+        let got = fs::read_to_string(&log).unwrap();
+        assert_eq!(got.lines().collect::<Vec<_>>(), args, "{args:?}");
+    }
+    // Positive control: other commands never reach the trainer.
+    let _ = fs::remove_file(&log);
+    let out = run(&["--home", home, "ls"], Some(&fake), None);
+    assert!(out.status.success(), "{}", describe(&out));
+    assert!(!log.exists(), "ls ran the trainer");
+
+    // No arbor-train anywhere: a copy of arbor alone in a folder, empty PATH.
+    let lone = env.path("lone");
+    fs::create_dir(&lone).unwrap();
+    fs::copy(arbor_bin(), lone.join("arbor")).unwrap();
+    let out = Command::new(lone.join("arbor"))
+        .args(["--home", home, "train", "--compare"])
+        .env_remove("ARBOR_TRAIN")
+        .env("PATH", &lone)
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2), "{}", describe(&out));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("arbor-train") && err.contains("cargo build --release -p arbor-train"),
+        "{err}"
+    );
+}
+
+/// `arbor exec S -- CMD ARG...` runs an argv: every argument reaches the
+/// command unchanged (spaces, quotes, `$`, `;`, empty words), as with
+/// `docker exec`; a single argument is a shell string.
+#[test]
+fn exec_with_several_arguments_runs_them_as_an_argv() {
+    let env = Env::new();
+    env.import_sample();
+    let words = ["a b", "c'd", "$HOME", "", "x;y", "*", "\\n"];
+    let mut args = vec!["exec", "base", "--", "printf", "%s|"];
+    args.extend(words);
+    assert_eq!(env.ok(&args), "a b|c'd|$HOME||x;y|*|\\n|");
+    // Positive control: one argument is a shell string (expansion, `;`).
+    assert_eq!(
+        env.ok(&["exec", "base", "--", "printf '%s|' $((1+2)); echo ok"]),
+        "3|ok\n"
+    );
+    // And the argv form runs the program it names, with its exit status.
+    assert_eq!(
+        env.run(&["exec", "base", "--", "sh", "-c", "exit 5"])
+            .status
+            .code(),
+        Some(5)
+    );
+}

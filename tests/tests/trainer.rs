@@ -278,3 +278,30 @@ fn cloning_lifts_unseen_variants_and_action_text_alone_stays_near_twin_chance() 
         "candidate texts alone give the answer away: {action_only:.3} vs twin chance {chance:.3}"
     );
 }
+
+#[test]
+fn the_experiment_splits_are_disjoint_and_validation_is_carved_from_train() {
+    use arbor_trainer::experiment::{HELDOUT_TASKS, TRAIN_TASKS, VALIDATION_TASKS};
+    let suite = Suite::load(&bundled_dir()).unwrap();
+    let groups = |ids: &[&str]| -> std::collections::BTreeSet<String> {
+        ids.iter()
+            .map(|id| suite.get(id).unwrap().group.clone())
+            .collect()
+    };
+    for id in TRAIN_TASKS.iter().chain(&VALIDATION_TASKS) {
+        assert_eq!(suite.split_of(id), Some("train"), "{id}");
+    }
+    for id in &HELDOUT_TASKS {
+        assert_eq!(suite.split_of(id), Some("heldout-variants"), "{id}");
+    }
+    let train: std::collections::BTreeSet<&str> = TRAIN_TASKS.iter().copied().collect();
+    // Positive control: the check below would catch a trained-on task.
+    assert!(train.contains(TRAIN_TASKS[0]));
+    for id in VALIDATION_TASKS.iter().chain(&HELDOUT_TASKS) {
+        assert!(!train.contains(id), "{id} is trained on");
+    }
+    // Validation and held-out are variants of groups that are trained on.
+    let trained = groups(&TRAIN_TASKS);
+    assert!(groups(&VALIDATION_TASKS).is_subset(&trained));
+    assert!(groups(&HELDOUT_TASKS).is_subset(&trained));
+}

@@ -10,6 +10,32 @@
 //!   sessions snapshotted and forked with their whole memory.
 //!
 //! No knowledge of tasks, policies or neural networks lives here.
+//!
+//! # Example: import, fork, run, snapshot, diff
+//!
+//! ```no_run
+//! use std::path::Path;
+//!
+//! use arbor_runtime::{ExecOptions, Runtime};
+//!
+//! # fn main() -> Result<(), Box<dyn std::error::Error>> {
+//! let rt = Runtime::open_at("/tmp/arbor-home")?;
+//! let base = rt.import(Path::new("./my-repo"), Some("base"))?;
+//! // Three sandboxes over the same state, each with its own private changes.
+//! for (i, mut sandbox) in base.fork(3)?.into_iter().enumerate() {
+//!     let obs = sandbox.exec(
+//!         &format!("echo {i} > n.txt && python3 -m pytest -q"),
+//!         &ExecOptions::with_timeout_ms(60_000),
+//!     )?;
+//!     let child = sandbox.snapshot()?; // content-addressed: same state, same id
+//!     let diff = rt.diff(&base, &child)?;
+//!     println!("fork {i}: exit {:?}, {} added, snapshot {}", obs.code(), diff.added.len(), child.id().short());
+//! }
+//! // Any id, unique prefix or tag resolves back to the snapshot.
+//! assert_eq!(rt.resolve("base")?.id(), base.id());
+//! # Ok(())
+//! # }
+//! ```
 #![deny(missing_docs)]
 
 pub mod asynchronous;

@@ -185,6 +185,21 @@ fn make_traversable(store: &Store) -> Result<()> {
 }
 
 /// A store plus everything needed to run sandboxes on it. Cheap to clone.
+///
+/// ```no_run
+/// use arbor_runtime::{Runtime, RuntimeOptions};
+///
+/// # fn main() -> arbor_runtime::Result<()> {
+/// let mut options = RuntimeOptions::new(RuntimeOptions::default_home()?)?;
+/// options.warm_helpers = 4; // keep helpers prepared for a rollout's forks
+/// let rt = Runtime::open(options)?;
+/// let snapshot = rt.resolve("base")?; // id, unique prefix or tag
+/// for ancestor in rt.log(&snapshot)? {
+///     println!("{}", ancestor.id().short());
+/// }
+/// # Ok(())
+/// # }
+/// ```
 #[derive(Clone, Debug)]
 pub struct Runtime {
     inner: Arc<Inner>,

@@ -563,6 +563,29 @@ pub enum EnvError {
 }
 
 /// A task environment. Implemented by `arbor-envs`; driven by the rollout driver.
+///
+/// One greedy episode by hand (the driver does this, branching, in parallel):
+///
+/// ```no_run
+/// use arbor_rollout::{Environment, EnvError, Episode};
+///
+/// fn first_candidate_episode(env: &dyn Environment) -> Result<bool, EnvError> {
+///     let (root, mut observation) = env.reset()?;
+///     let mut sandbox = root.open()?;
+///     let mut steps = Vec::new();
+///     for step in 0..env.limits().max_steps {
+///         let Some(action) = env.candidates(&observation).into_iter().next() else {
+///             break;
+///         };
+///         let result = env.step(&mut sandbox, step, &action)?;
+///         observation = result.observation;
+///         steps.push(result.record);
+///     }
+///     let last = sandbox.snapshot()?;
+///     let episode = Episode { task: env.id().to_owned(), root, steps, last };
+///     Ok(env.verify(&episode).success())
+/// }
+/// ```
 pub trait Environment: Send + Sync {
     /// The task's id.
     fn id(&self) -> &str;

@@ -252,6 +252,20 @@ enum Private {
 }
 
 /// A live, isolated sandbox over a snapshot.
+///
+/// ```no_run
+/// use arbor_runtime::ExecOptions;
+///
+/// # fn main() -> arbor_runtime::Result<()> {
+/// # let rt = arbor_runtime::Runtime::open_at("/tmp/arbor-home")?;
+/// let mut sandbox = rt.resolve("base")?.open()?;
+/// let obs = sandbox.exec("make test", &ExecOptions::with_timeout_ms(30_000))?;
+/// println!("{:?}: {}", obs.exit, String::from_utf8_lossy(&obs.stdout));
+/// let after = sandbox.snapshot()?; // seal the changes; the sandbox continues on it
+/// # drop(after);
+/// # Ok(())
+/// # }
+/// ```
 pub struct Sandbox {
     runtime: Runtime,
     helper: process::HelperProcess,

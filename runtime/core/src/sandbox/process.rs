@@ -27,7 +27,9 @@ pub struct HelperCommand {
 impl HelperCommand {
     /// Find the helper: `$ARBOR_SANDBOX_HELPER`; the `arbor` binary itself
     /// (`arbor __sandbox-helper`); `arbor-sandbox-helper` next to the current
-    /// executable or one directory up (cargo's `target/*/deps` layout); `$PATH`.
+    /// executable or one directory up (cargo's `target/*/deps` layout); an
+    /// `arbor` next to the current executable (so `arbor-train`, which links
+    /// libtorch, never starts itself per sandbox); `$PATH`.
     pub fn locate() -> Result<Self, SandboxError> {
         if let Some(p) = std::env::var_os("ARBOR_SANDBOX_HELPER") {
             return Ok(Self {
@@ -54,6 +56,14 @@ impl HelperCommand {
                     });
                 }
                 dir = d.parent();
+            }
+            if let Some(sibling) = exe.parent().map(|d| d.join("arbor"))
+                && sibling.is_file()
+            {
+                return Ok(Self {
+                    program: sibling,
+                    args: vec!["__sandbox-helper".to_owned()],
+                });
             }
         }
         if let Some(path) = std::env::var_os("PATH") {

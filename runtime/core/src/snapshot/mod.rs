@@ -45,6 +45,17 @@ pub const FAILPOINTS: &[&str] = &[
 ];
 
 /// A stored snapshot: its id and manifest, with the runtime that reads it.
+///
+/// ```no_run
+/// # fn main() -> arbor_runtime::Result<()> {
+/// # let rt = arbor_runtime::Runtime::open_at("/tmp/arbor-home")?;
+/// let snapshot = rt.resolve("base")?;
+/// let mut one = snapshot.open()?; // a sandbox on it
+/// let many = snapshot.fork(8)?; // eight, opened concurrently
+/// # drop((one, many));
+/// # Ok(())
+/// # }
+/// ```
 #[derive(Clone, Debug)]
 pub struct Snapshot {
     runtime: Runtime,
