@@ -6,8 +6,6 @@
 //! nothing but the store. Progress goes to stderr and is hidden with
 //! `--json` or when stderr is not a terminal.
 
-use std::sync::atomic::{AtomicUsize, Ordering};
-
 use anyhow::{Context as _, Result, anyhow};
 use arbor_runtime::store::{ExitStatus, SnapshotId};
 use arbor_runtime::{ExecOptions, Observation, Snapshot};
@@ -189,42 +187,15 @@ fn run_pool(
     commit: bool,
     bar: &ProgressBar,
 ) -> Vec<Result<ForkRun>> {
-    let workers = std::thread::available_parallelism()
-        .map_or(1, usize::from)
-        .min(commands.len())
-        .max(1);
-    let next = AtomicUsize::new(0);
-    let mut slots: Vec<Option<Result<ForkRun>>> = commands.iter().map(|_| None).collect();
-    std::thread::scope(|scope| {
-        let handles: Vec<_> = (0..workers)
-            .map(|_| {
-                scope.spawn(|| {
-                    let mut done = Vec::new();
-                    loop {
-                        let i = next.fetch_add(1, Ordering::Relaxed);
-                        let Some(command) = commands.get(i) else {
-                            break;
-                        };
-                        done.push((i, run_fork(base, command, options, commit)));
-                        bar.inc(1);
-                    }
-                    done
-                })
-            })
-            .collect();
-        for handle in handles {
-            // A worker that panicked leaves its slots empty; they are reported below.
-            if let Ok(done) = handle.join() {
-                for (i, r) in done {
-                    slots[i] = Some(r);
-                }
-            }
-        }
-    });
-    slots
-        .into_iter()
-        .map(|s| s.unwrap_or_else(|| Err(anyhow!("the worker thread running this fork panicked"))))
-        .collect()
+    let workers = arbor_runtime::parallel::default_workers(commands.len());
+    arbor_runtime::parallel::map(commands, workers, |_, command| {
+        let run = run_fork(base, command, options, commit);
+        bar.inc(1);
+        run
+    })
+    .into_iter()
+    .map(|r| r.unwrap_or_else(|p| Err(anyhow!("{p}"))))
+    .collect()
 }
 
 /// Open a fork of `base`, run `command`, and snapshot the result if asked.

@@ -1,8 +1,6 @@
 //! `arbor task list | show | validate | run`.
 
 use std::path::{Path, PathBuf};
-use std::sync::Mutex;
-use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Instant;
 
 use anyhow::{Context as _, Result, anyhow};
@@ -259,42 +257,39 @@ fn validate_dirs(ctx: &Ctx, dirs: &[PathBuf], jobs: Option<usize>) -> Result<i32
         .unwrap_or_else(|| std::thread::available_parallelism().map_or(1, usize::from))
         .clamp(1, 64)
         .min(specs.len().max(1));
-    let next = AtomicUsize::new(0);
-    let results: Mutex<Vec<(usize, ValidateEntry)>> = Mutex::new(Vec::new());
-    std::thread::scope(|scope| {
-        for _ in 0..workers {
-            scope.spawn(|| {
-                loop {
-                    let i = next.fetch_add(1, Ordering::Relaxed);
-                    let Some(spec) = specs.get(i) else { break };
-                    let entry = validate_one(ctx, spec.clone(), &bar);
-                    let line = if entry.ok {
-                        format!("ok    {} ({:.1} s)", entry.task, entry.seconds)
-                    } else {
-                        let mut l = format!("FAIL  {}", entry.task);
-                        for f in &entry.failures {
-                            l.push_str(&format!("\n      {f}"));
-                        }
-                        l
-                    };
-                    if ctx.json {
-                    } else if bar.is_hidden() {
-                        let _ = crate::output::stderr_bytes(format!("{line}\n").as_bytes());
-                    } else {
-                        bar.println(line);
-                    }
-                    results
-                        .lock()
-                        .unwrap_or_else(|e| e.into_inner())
-                        .push((i, entry));
-                }
-            });
+    let results = arbor_runtime::parallel::map(&specs, workers, |_, spec| {
+        let entry = validate_one(ctx, spec.clone(), &bar);
+        let line = if entry.ok {
+            format!("ok    {} ({:.1} s)", entry.task, entry.seconds)
+        } else {
+            let mut l = format!("FAIL  {}", entry.task);
+            for f in &entry.failures {
+                l.push_str(&format!("\n      {f}"));
+            }
+            l
+        };
+        if ctx.json {
+        } else if bar.is_hidden() {
+            let _ = crate::output::stderr_bytes(format!("{line}\n").as_bytes());
+        } else {
+            bar.println(line);
         }
+        entry
     });
     bar.finish_and_clear();
-    let mut results = results.into_inner().unwrap_or_else(|e| e.into_inner());
-    results.sort_by_key(|(i, _)| *i);
-    let tasks: Vec<ValidateEntry> = results.into_iter().map(|(_, e)| e).collect();
+    let tasks: Vec<ValidateEntry> = results
+        .into_iter()
+        .zip(&specs)
+        .map(|(r, spec)| {
+            r.unwrap_or_else(|p| ValidateEntry {
+                task: spec.id.clone(),
+                ok: false,
+                failures: vec![format!("validation: {p}")],
+                seconds: 0.0,
+                report: None,
+            })
+        })
+        .collect();
     let failed = tasks.iter().filter(|t| !t.ok).count();
     let out = ValidateJson {
         ok: failed == 0,

@@ -282,17 +282,27 @@ pub fn exec(
 #[derive(Serialize)]
 struct ForkJson<'a> {
     code: &'a str,
-    stdout: String,
-    stderr: String,
-    exit: i32,
-    outcome: StepOutcome,
-    fuel: u64,
-    fork_us: f64,
-    duration_ms: f64,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    stdout: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    stderr: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    exit: Option<i32>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    outcome: Option<StepOutcome>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    fuel: Option<u64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    fork_us: Option<f64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    duration_ms: Option<f64>,
     #[serde(skip_serializing_if = "Option::is_none")]
     committed: Option<SnapshotId>,
     #[serde(skip_serializing_if = "Option::is_none")]
     tag: Option<String>,
+    /// A runtime fault: the fork could not be run or committed.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    error: Option<String>,
 }
 
 #[derive(Serialize)]
@@ -302,7 +312,9 @@ struct FanoutJson<'a> {
 }
 
 /// `arbor fanout SESSION --cmd C ...`: each step in its own fork of the
-/// session. Forks cost microseconds, so they run one after another.
+/// session, concurrently (one worker per core), as native fanout does; a
+/// fork that cannot be run or committed is reported in its row and the
+/// command exits 1.
 pub fn fanout(
     ctx: &Ctx,
     id: &SnapshotId,
@@ -318,34 +330,69 @@ pub fn fanout(
     // FORK column shows what each fork costs.
     drop(base.open()?);
     let bar = output::progress_bar(ctx.json, commands.len() as u64, "forks");
-    let mut forks = Vec::with_capacity(commands.len());
-    for (i, code) in commands.iter().enumerate() {
-        let t0 = std::time::Instant::now();
-        let mut sb = base.open()?;
-        let fork_us = t0.elapsed().as_secs_f64() * 1e6;
-        let r: StepResult = sb.step(code)?;
-        let committed = if commit {
-            let new = sb.snapshot()?;
-            if let Some(t) = tag_of(i) {
-                ctx.store().set_tag(&t, new.id())?;
-            }
-            Some(*new.id())
-        } else {
-            None
+    let workers = arbor_runtime::parallel::default_workers(commands.len());
+    let runs = arbor_runtime::parallel::map(commands, workers, |_, code| {
+        let run = || -> Result<(f64, StepResult, Option<SnapshotId>)> {
+            let t0 = std::time::Instant::now();
+            let mut sb = base.open()?;
+            let fork_us = t0.elapsed().as_secs_f64() * 1e6;
+            let r: StepResult = sb.step(code)?;
+            let committed = if commit {
+                Some(*sb.snapshot()?.id())
+            } else {
+                None
+            };
+            Ok((fork_us, r, committed))
         };
-        forks.push(ForkJson {
-            code,
-            stdout: r.stdout_text(),
-            stderr: r.stderr_text(),
-            exit: exit_code(&r.outcome),
-            outcome: r.outcome,
-            fuel: r.fuel,
-            fork_us,
-            duration_ms: r.duration.as_secs_f64() * 1e3,
-            committed,
-            tag: committed.and(tag_of(i)),
-        });
+        let r = run();
         bar.inc(1);
+        r
+    });
+    let mut forks = Vec::with_capacity(commands.len());
+    let mut failed = false;
+    for (i, (code, run)) in commands.iter().zip(runs).enumerate() {
+        let run = run.unwrap_or_else(|p| Err(anyhow::anyhow!("{p}")));
+        let run = run.and_then(|(fork_us, r, committed)| {
+            let tag = match (committed, tag_of(i)) {
+                (Some(c), Some(t)) => {
+                    ctx.store().set_tag(&t, &c)?;
+                    Some(t)
+                }
+                _ => None,
+            };
+            Ok((fork_us, r, committed, tag))
+        });
+        forks.push(match run {
+            Ok((fork_us, r, committed, tag)) => ForkJson {
+                code,
+                stdout: Some(r.stdout_text()),
+                stderr: Some(r.stderr_text()),
+                exit: Some(exit_code(&r.outcome)),
+                outcome: Some(r.outcome),
+                fuel: Some(r.fuel),
+                fork_us: Some(fork_us),
+                duration_ms: Some(r.duration.as_secs_f64() * 1e3),
+                committed,
+                tag,
+                error: None,
+            },
+            Err(e) => {
+                failed = true;
+                ForkJson {
+                    code,
+                    stdout: None,
+                    stderr: None,
+                    exit: None,
+                    outcome: None,
+                    fuel: None,
+                    fork_us: None,
+                    duration_ms: None,
+                    committed: None,
+                    tag: None,
+                    error: Some(crate::error::chain_message(&e)),
+                }
+            }
+        });
     }
     bar.finish_and_clear();
     let result = FanoutJson {
@@ -353,26 +400,36 @@ pub fn fanout(
         forks,
     };
     emit(ctx.json, &result, || {
+        let mut errors = String::new();
         let rows: Vec<Vec<String>> = result
             .forks
             .iter()
-            .map(|f| {
-                let out = if f.stdout.is_empty() {
-                    first_line(f.stderr.as_bytes())
+            .enumerate()
+            .map(|(i, f)| {
+                let stdout = f.stdout.as_deref().unwrap_or("");
+                let out = if stdout.is_empty() {
+                    first_line(f.stderr.as_deref().unwrap_or("").as_bytes())
                 } else {
-                    first_line(f.stdout.as_bytes())
+                    first_line(stdout.as_bytes())
                 };
+                if let Some(e) = &f.error {
+                    errors.push_str(&format!("fork {} failed: {e}\n", i + 1));
+                }
                 vec![
                     clip(&one_line(f.code), 40),
-                    outcome_label(&f.outcome),
-                    format!("{:.0} µs", f.fork_us),
-                    format!("{:.2} ms", f.duration_ms),
+                    f.outcome
+                        .as_ref()
+                        .map_or_else(|| "error".to_owned(), outcome_label),
+                    f.fork_us
+                        .map_or_else(|| "-".to_owned(), |us| format!("{us:.0} µs")),
+                    f.duration_ms
+                        .map_or_else(|| "-".to_owned(), |ms| format!("{ms:.2} ms")),
                     f.committed.map_or_else(|| "-".to_owned(), |c| c.short()),
                     clip(&out, 40),
                 ]
             })
             .collect();
-        table(
+        let mut text = table(
             &[
                 "STEP",
                 "OUTCOME",
@@ -382,9 +439,11 @@ pub fn fanout(
                 "OUTPUT",
             ],
             &rows,
-        )
+        );
+        text.push_str(&errors);
+        text
     })?;
-    Ok(0)
+    Ok(if failed { crate::error::EXIT_FAILURE } else { 0 })
 }
 
 #[derive(Serialize)]

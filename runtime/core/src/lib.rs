@@ -5,6 +5,7 @@
 //! - [`sandbox`]: isolated sandboxes driven by a single-threaded helper process.
 //! - [`snapshot`]: sealing a sandbox's changes into a snapshot; forking N sandboxes.
 //! - [`replay`]: re-executing a chain and reporting where it diverges.
+//! - [`parallel`]: the one parallel map (forks, page loads, fanout, validation).
 //! - [`Runtime`]: ties them together (the CLI's operations).
 //! - `wasm` (feature `wasm`): the WebAssembly backend — live interpreter
 //!   sessions snapshotted and forked with their whole memory.
@@ -41,6 +42,7 @@
 pub mod asynchronous;
 mod cleanup;
 pub mod layer;
+pub mod parallel;
 pub mod replay;
 mod runtime;
 pub mod sandbox;

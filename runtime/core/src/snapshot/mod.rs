@@ -91,41 +91,19 @@ impl Snapshot {
     /// the same lower chain, each with its own empty upper. Opened
     /// concurrently, one worker per core.
     pub fn fork(&self, n: usize) -> Result<Vec<Sandbox>> {
-        let workers = std::thread::available_parallelism()
-            .map(usize::from)
-            .unwrap_or(1)
-            .min(n.max(1));
-        if workers <= 1 {
-            return (0..n).map(|_| self.open()).collect();
-        }
-        let next = std::sync::atomic::AtomicUsize::new(0);
-        let slots: Vec<std::sync::Mutex<Option<Result<Sandbox>>>> =
-            (0..n).map(|_| std::sync::Mutex::new(None)).collect();
-        std::thread::scope(|scope| {
-            for _ in 0..workers {
-                scope.spawn(|| {
-                    loop {
-                        let i = next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-                        if i >= n {
-                            break;
-                        }
-                        let opened = self.open();
-                        if let Ok(mut slot) = slots[i].lock() {
-                            *slot = Some(opened);
-                        }
-                    }
-                });
-            }
-        });
-        slots
-            .into_iter()
-            .map(|slot| match slot.into_inner() {
-                Ok(Some(opened)) => opened,
-                _ => Err(RuntimeError::Sandbox(SandboxError::Helper(
-                    "a fork worker panicked".into(),
-                ))),
+        let forks = vec![(); n];
+        crate::parallel::map(&forks, crate::parallel::default_workers(n), |_, ()| {
+            self.open()
+        })
+        .into_iter()
+        .map(|opened| {
+            opened.unwrap_or_else(|p| {
+                Err(RuntimeError::Sandbox(SandboxError::Helper(format!(
+                    "opening a fork: {p}"
+                ))))
             })
-            .collect()
+        })
+        .collect()
     }
 }
 

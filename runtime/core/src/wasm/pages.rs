@@ -163,17 +163,12 @@ pub fn load_image(store: &Store, index: &ObjectId) -> Result<MemoryImage> {
     if workers == 1 {
         load(&nonzero)?;
     } else {
-        let per = nonzero.len().div_ceil(workers);
-        std::thread::scope(|scope| {
-            let handles: Vec<_> = nonzero
-                .chunks(per)
-                .map(|chunk| scope.spawn(|| load(chunk)))
-                .collect();
-            handles.into_iter().try_for_each(|h| {
-                h.join()
-                    .unwrap_or_else(|_| Err(WasmError::Engine("a page loader panicked".into())))
-            })
-        })?;
+        let chunks: Vec<_> = nonzero.chunks(nonzero.len().div_ceil(workers)).collect();
+        crate::parallel::map(&chunks, workers, |_, chunk| load(chunk))
+            .into_iter()
+            .try_for_each(|r| {
+                r.unwrap_or_else(|p| Err(WasmError::Engine(format!("loading pages: {p}"))))
+            })?;
     }
     let segments = if pages == 0 {
         Vec::new()
