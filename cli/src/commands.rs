@@ -950,7 +950,7 @@ fn fsck(ctx: &Ctx) -> Result<i32> {
 fn replay(ctx: &Ctx, snapshot: Option<&str>, strict: bool, explain: bool) -> Result<i32> {
     if explain {
         let text = arbor_runtime::replay::explain();
-        let excluded: Vec<&str> = arbor_runtime::replay::DIGEST_EXCLUDED
+        let excluded: Vec<&str> = arbor_runtime::digest::DIGEST_EXCLUDED
             .iter()
             .map(|(path, _)| *path)
             .collect();

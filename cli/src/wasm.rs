@@ -443,7 +443,11 @@ pub fn fanout(
         text.push_str(&errors);
         text
     })?;
-    Ok(if failed { crate::error::EXIT_FAILURE } else { 0 })
+    Ok(if failed {
+        crate::error::EXIT_FAILURE
+    } else {
+        0
+    })
 }
 
 #[derive(Serialize)]

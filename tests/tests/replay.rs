@@ -114,7 +114,7 @@ fn a_twenty_step_coding_chain_replays_identically_ten_times() {
         assert!(
             d.modified
                 .iter()
-                .all(|p| arbor_runtime::replay::is_excluded(p)),
+                .all(|p| arbor_runtime::digest::is_excluded(p)),
             "{d:?}"
         );
     }

@@ -4,6 +4,7 @@
 //! - [`layer`]: filesystem layers: trees, merge, diff, materialise, squash.
 //! - [`sandbox`]: isolated sandboxes driven by a single-threaded helper process.
 //! - [`snapshot`]: sealing a sandbox's changes into a snapshot; forking N sandboxes.
+//! - [`digest`]: what the observation digests of actions cover.
 //! - [`replay`]: re-executing a chain and reporting where it diverges.
 //! - [`parallel`]: the one parallel map (forks, page loads, fanout, validation).
 //! - [`Runtime`]: ties them together (the CLI's operations).
@@ -41,6 +42,7 @@
 
 pub mod asynchronous;
 mod cleanup;
+pub mod digest;
 pub mod layer;
 pub mod parallel;
 pub mod replay;

@@ -44,8 +44,8 @@ use std::time::Instant;
 
 use arbor_rollout::env::{AgentAction, EnvObservation, Environment, Episode, EpisodeStep};
 use arbor_rollout::runtime::Runtime;
+use arbor_rollout::runtime::digest::is_excluded;
 use arbor_rollout::runtime::layer::merge_layers;
-use arbor_rollout::runtime::replay::is_excluded;
 use arbor_rollout::runtime::store::object::{ExitStatus, Manifest, ObjectId, TreeEntry};
 use arbor_rollout::state::EnvSnapshot;
 use serde::{Deserialize, Serialize};

@@ -20,6 +20,7 @@ use std::time::Instant;
 
 use serde::Serialize;
 
+use crate::digest::digest_tree;
 use crate::layer::MergedView;
 use crate::runtime::{Result, RuntimeError};
 use crate::sandbox::Sandbox;
@@ -28,35 +29,6 @@ use crate::store::object::{
     Action, EntryKind, ExitStatus, ObservationDigest, SnapshotId, Tree, TreeEntry,
 };
 use crate::{Runtime, SandboxError};
-
-/// Files left out of filesystem digests, as path suffixes (a path matches
-/// when it equals the suffix or ends with `/` + suffix). Only files whose
-/// content embeds inode numbers, ctimes or mtimes belong here, never whole
-/// directories.
-pub const DIGEST_EXCLUDED: &[(&str, &str)] = &[(
-    ".git/index",
-    "git's index caches each file's inode number, ctime and mtime",
-)];
-
-/// Whether `path` is left out of filesystem digests.
-pub fn is_excluded(path: &str) -> bool {
-    DIGEST_EXCLUDED
-        .iter()
-        .any(|(suffix, _)| path == *suffix || path.ends_with(&format!("/{suffix}")))
-}
-
-/// The tree that filesystem digests are computed over: `tree` without the
-/// [`DIGEST_EXCLUDED`] files.
-pub fn digest_tree(tree: &Tree) -> Tree {
-    Tree {
-        entries: tree
-            .entries
-            .iter()
-            .filter(|e| !is_excluded(&e.path))
-            .cloned()
-            .collect(),
-    }
-}
 
 /// Options of a replay.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -419,7 +391,7 @@ pub fn explain() -> String {
         crate::sandbox::env::HOSTNAME
     ));
     out.push_str("\nLeft out of filesystem digests (the whole list):\n");
-    for (path, why) in DIGEST_EXCLUDED {
+    for (path, why) in crate::digest::DIGEST_EXCLUDED {
         out.push_str(&format!("  {path}  ({why})\n"));
     }
     out.push_str(
@@ -446,26 +418,6 @@ mod tests {
                 hash: crate::store::object::ObjectId([byte; 32]),
             },
         }
-    }
-
-    #[test]
-    fn only_git_index_files_are_excluded() {
-        assert!(is_excluded(".git/index"));
-        assert!(is_excluded("sub/repo/.git/index"));
-        assert!(!is_excluded(".git/index.lock.txt"));
-        assert!(!is_excluded("my.git/index"));
-        assert!(!is_excluded(".git/HEAD"));
-        let t = Tree {
-            entries: vec![file(".git/HEAD", 1), file(".git/index", 2), file("a", 3)],
-        };
-        let d = digest_tree(&t);
-        assert_eq!(
-            d.entries
-                .iter()
-                .map(|e| e.path.as_str())
-                .collect::<Vec<_>>(),
-            [".git/HEAD", "a"]
-        );
     }
 
     #[test]

@@ -515,8 +515,8 @@ impl Sandbox {
         // below already hold (copied up by a metadata-only touch such as
         // git's `utime` on an existing object) are not changes, and the few
         // files whose content embeds inode numbers or times are left out
-        // (see `replay::DIGEST_EXCLUDED`).
-        let digest_tree = crate::replay::digest_tree(&self.net_change(&tree)?);
+        // (see `digest::DIGEST_EXCLUDED`).
+        let digest_tree = crate::digest::digest_tree(&self.net_change(&tree)?);
         let fs_delta = if digest_tree.entries.len() == tree.entries.len() {
             layer_id
         } else {
