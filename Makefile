@@ -54,7 +54,7 @@ test: prerequisites
 	$(call heading,[5/6] arbor task validate envs/tasks (every bundled task: gold 1; no-op, mutants, single candidates, canaries 0))
 	@$(CARGO) test -q --workspace --no-run $(WASM)
 	@home=$$(mktemp -d) && trap 'rm -rf "$$home"' EXIT && $(TARGET_DIR)/debug/arbor --home "$$home" task validate envs/tasks
-	$(call heading,arbor without the train feature: no torch-sys, builds with the venv hidden)
+	$(call heading,arbor links no libtorch (training is in arbor-train): .ci/check-no-torch with the venv hidden)
 	@.ci/check-no-torch
 	$(call heading,benches once in quick smoke mode (no timing assertions))
 	$(CARGO) test --workspace --benches $(WASM)

@@ -3,12 +3,6 @@
 
 use arbor_runtime::store::{Action, ExitStatus};
 
-/// Exit status of `arbor exec` when the action passed its wall-clock limit
-/// (as GNU `timeout`).
-pub const EXIT_TIMEOUT: i32 = 124;
-/// Exit status of `arbor exec` when the workspace grew past its disk limit.
-pub const EXIT_DISK_LIMIT: i32 = 125;
-
 /// `YYYY-MM-DD HH:MM:SS` (UTC) for seconds since the Unix epoch.
 pub fn format_time(secs: u64) -> String {
     let days = i64::try_from(secs / 86_400).unwrap_or(i64::MAX / 2);
@@ -57,25 +51,14 @@ pub fn action_summary(action: Option<&Action>) -> String {
     }
 }
 
-/// A short label for an exit status: `0`, `3`, `signal 9`, `timeout`, `disk limit`.
+/// A short label for an action's status (`3`, `signal 15`, `timeout`, ...).
 pub fn exit_label(exit: &ExitStatus) -> String {
-    match exit {
-        ExitStatus::Code { code } => code.to_string(),
-        ExitStatus::Signal { signal } => format!("signal {signal}"),
-        ExitStatus::Timeout => "timeout".to_owned(),
-        ExitStatus::DiskLimit => "disk limit".to_owned(),
-    }
+    exit.label()
 }
 
-/// The shell-style exit code for an action's status: its code, 128+N for
-/// signal N, [`EXIT_TIMEOUT`], [`EXIT_DISK_LIMIT`].
+/// The shell-style exit code for an action's status ([`ExitStatus::shell_code`]).
 pub fn exit_code(exit: &ExitStatus) -> i32 {
-    match exit {
-        ExitStatus::Code { code } => *code,
-        ExitStatus::Signal { signal } => 128 + signal,
-        ExitStatus::Timeout => EXIT_TIMEOUT,
-        ExitStatus::DiskLimit => EXIT_DISK_LIMIT,
-    }
+    exit.shell_code()
 }
 
 /// `ms` or `s` with a sensible precision.

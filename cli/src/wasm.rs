@@ -24,12 +24,7 @@ use serde::Serialize;
 use crate::commands::{Ctx, check_tag_name, fork_tags, note_committed, tags_by_snapshot};
 use crate::error::{EXIT_FAILURE, UsageError};
 use crate::output::{self, emit, note};
-use crate::render::{
-    EXIT_DISK_LIMIT, EXIT_TIMEOUT, clip, first_line, format_time, one_line, table,
-};
-
-/// Exit status of a step that trapped (as SIGABRT would give).
-const EXIT_TRAP: i32 = 134;
+use crate::render::{clip, first_line, format_time, one_line, table};
 
 /// The WebAssembly backend over the command's store; `timeout_s` is the
 /// wall-clock safety net of one step (fuel is the deterministic limit).
@@ -53,32 +48,15 @@ pub fn resolve(ctx: &Ctx, what: &str) -> Result<Option<SnapshotId>> {
     Ok(ctx.store().is_wasm_snapshot(&id).then_some(id))
 }
 
-/// The shell-style exit status of a step.
+/// The shell-style exit status of a step (through [`StepOutcome::exit_status`],
+/// the one mapping the rollout records use too).
 pub fn exit_code(outcome: &StepOutcome) -> i32 {
-    match outcome {
-        StepOutcome::Ok => 0,
-        StepOutcome::Exception | StepOutcome::Ended => EXIT_FAILURE,
-        StepOutcome::Status { status } => i32::try_from(*status).unwrap_or(EXIT_FAILURE),
-        StepOutcome::Exited { code } => *code,
-        StepOutcome::Trap { .. } => EXIT_TRAP,
-        StepOutcome::OutOfFuel | StepOutcome::Timeout => EXIT_TIMEOUT,
-        StepOutcome::MemoryLimit => EXIT_DISK_LIMIT,
-    }
+    outcome.exit_status().shell_code()
 }
 
-/// A short label for a step's outcome.
+/// A short label for a step's outcome ([`StepOutcome::label`]).
 pub fn outcome_label(outcome: &StepOutcome) -> String {
-    match outcome {
-        StepOutcome::Ok => "ok".into(),
-        StepOutcome::Exception => "exception".into(),
-        StepOutcome::Status { status } => format!("status {status}"),
-        StepOutcome::Exited { code } => format!("exit {code}"),
-        StepOutcome::Trap { .. } => "trap".into(),
-        StepOutcome::OutOfFuel => "out of fuel".into(),
-        StepOutcome::Timeout => "timeout".into(),
-        StepOutcome::MemoryLimit => "memory limit".into(),
-        StepOutcome::Ended => "ended".into(),
-    }
+    outcome.label()
 }
 
 /// Why a step stopped, for a note (`None` for ok and exceptions).

@@ -608,18 +608,11 @@ pub fn compare(
     }
 }
 
-/// A step outcome in words (`ok`, `exception`, `out of fuel`, ...).
+/// A step outcome in words: [`StepOutcome::label`], with a trap's message.
 pub fn describe_outcome(o: &StepOutcome) -> String {
     match o {
-        StepOutcome::Ok => "ok".to_owned(),
-        StepOutcome::Exception => "exception".to_owned(),
-        StepOutcome::Status { status } => format!("status {status}"),
-        StepOutcome::Exited { code } => format!("exited with {code}"),
         StepOutcome::Trap { message } => format!("trap: {}", one_line(message, 120)),
-        StepOutcome::OutOfFuel => "out of fuel".to_owned(),
-        StepOutcome::Timeout => "timed out".to_owned(),
-        StepOutcome::MemoryLimit => "memory limit".to_owned(),
-        StepOutcome::Ended => "session had ended".to_owned(),
+        _ => o.label(),
     }
 }
 
@@ -687,23 +680,11 @@ fn make_root(
     sb.snapshot().map_err(wasm_err)
 }
 
-/// The shell-style exit status the rollout records carry for a step's
-/// outcome: 0 ok, 1 an exception, the code of an exit, signal 6 for a trap,
-/// a timeout for fuel or time, the disk limit for the memory cap (the
-/// resource-limit status). The verifier reads the exact outcomes from the
-/// session's snapshots, not from these.
+/// The status the rollout records carry for a step's outcome
+/// ([`StepOutcome::exit_status`], the runtime's one mapping). The verifier
+/// reads the exact outcomes from the session's snapshots, not from these.
 pub fn exit_of(outcome: &StepOutcome) -> ExitStatus {
-    match outcome {
-        StepOutcome::Ok => ExitStatus::Code { code: 0 },
-        StepOutcome::Exception | StepOutcome::Ended => ExitStatus::Code { code: 1 },
-        StepOutcome::Status { status } => ExitStatus::Code {
-            code: i32::try_from(*status).unwrap_or(1),
-        },
-        StepOutcome::Exited { code } => ExitStatus::Code { code: *code },
-        StepOutcome::Trap { .. } => ExitStatus::Signal { signal: 6 },
-        StepOutcome::OutOfFuel | StepOutcome::Timeout => ExitStatus::Timeout,
-        StepOutcome::MemoryLimit => ExitStatus::DiskLimit,
-    }
+    outcome.exit_status()
 }
 
 impl SessionEnv {

@@ -271,6 +271,34 @@ pub enum ExitStatus {
     DiskLimit,
 }
 
+/// Shell status of an action stopped at its wall-clock limit (as GNU `timeout`).
+pub const EXIT_TIMEOUT: i32 = 124;
+/// Shell status of an action stopped at the disk (or, in a session, memory) limit.
+pub const EXIT_DISK_LIMIT: i32 = 125;
+
+impl ExitStatus {
+    /// The shell-style status, the one mapping every command and record
+    /// uses: the code, 128+N for signal N, [`EXIT_TIMEOUT`], [`EXIT_DISK_LIMIT`].
+    pub fn shell_code(&self) -> i32 {
+        match self {
+            Self::Code { code } => *code,
+            Self::Signal { signal } => 128 + signal,
+            Self::Timeout => EXIT_TIMEOUT,
+            Self::DiskLimit => EXIT_DISK_LIMIT,
+        }
+    }
+
+    /// A short label: `3`, `signal 15`, `timeout`, `disk limit`.
+    pub fn label(&self) -> String {
+        match self {
+            Self::Code { code } => code.to_string(),
+            Self::Signal { signal } => format!("signal {signal}"),
+            Self::Timeout => "timeout".to_owned(),
+            Self::DiskLimit => "disk limit".to_owned(),
+        }
+    }
+}
+
 /// Digest of one observation, recorded in the snapshot the action produced so
 /// that replay can check it. Timestamps and durations are not part of it.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]

@@ -271,12 +271,81 @@ pub enum StepOutcome {
 }
 
 impl StepOutcome {
+    /// The step's status in the native vocabulary, the one mapping that
+    /// commands, rollout records and exit codes share: 0 ok; 1 an exception
+    /// (or a session that had ended); the code of an exit or other status;
+    /// signal 6 (abort) for a trap; a timeout for fuel or time; the disk
+    /// limit for the memory cap (the resource-limit status).
+    pub fn exit_status(&self) -> crate::store::ExitStatus {
+        use crate::store::ExitStatus;
+        match self {
+            Self::Ok => ExitStatus::Code { code: 0 },
+            Self::Exception | Self::Ended => ExitStatus::Code { code: 1 },
+            Self::Status { status } => ExitStatus::Code {
+                code: i32::try_from(*status).unwrap_or(1),
+            },
+            Self::Exited { code } => ExitStatus::Code { code: *code },
+            Self::Trap { .. } => ExitStatus::Signal { signal: 6 },
+            Self::OutOfFuel | Self::Timeout => ExitStatus::Timeout,
+            Self::MemoryLimit => ExitStatus::DiskLimit,
+        }
+    }
+
+    /// A short label: `ok`, `exception`, `status N`, `exit N`, `trap`,
+    /// `out of fuel`, `timeout`, `memory limit`, `ended`.
+    pub fn label(&self) -> String {
+        match self {
+            Self::Ok => "ok".into(),
+            Self::Exception => "exception".into(),
+            Self::Status { status } => format!("status {status}"),
+            Self::Exited { code } => format!("exit {code}"),
+            Self::Trap { .. } => "trap".into(),
+            Self::OutOfFuel => "out of fuel".into(),
+            Self::Timeout => "timeout".into(),
+            Self::MemoryLimit => "memory limit".into(),
+            Self::Ended => "ended".into(),
+        }
+    }
+
     /// Whether the session can run further steps after this outcome.
     pub fn is_alive(&self) -> bool {
         matches!(
             self,
             StepOutcome::Ok | StepOutcome::Exception | StepOutcome::Status { .. }
         )
+    }
+}
+
+#[cfg(test)]
+mod outcome_tests {
+    use super::StepOutcome;
+
+    #[test]
+    fn outcomes_map_onto_shell_statuses_once() {
+        let cases = [
+            (StepOutcome::Ok, 0, "ok"),
+            (StepOutcome::Exception, 1, "exception"),
+            (StepOutcome::Ended, 1, "ended"),
+            (StepOutcome::Status { status: 7 }, 7, "status 7"),
+            (StepOutcome::Exited { code: 3 }, 3, "exit 3"),
+            (
+                StepOutcome::Trap {
+                    message: "unreachable".into(),
+                },
+                134,
+                "trap",
+            ),
+            (StepOutcome::OutOfFuel, 124, "out of fuel"),
+            (StepOutcome::Timeout, 124, "timeout"),
+            (StepOutcome::MemoryLimit, 125, "memory limit"),
+        ];
+        for (o, code, label) in cases {
+            assert_eq!(o.exit_status().shell_code(), code, "{o:?}");
+            assert_eq!(o.label(), label);
+        }
+        // A status that does not fit an i32 is a plain failure, not a wrap.
+        let big = StepOutcome::Status { status: u32::MAX };
+        assert_eq!(big.exit_status().shell_code(), 1);
     }
 }
 
