@@ -16,8 +16,8 @@ use std::time::Duration;
 use anyhow::{Context as _, Result};
 use arbor_runtime::store::SnapshotId;
 use arbor_runtime::wasm::{
-    BootSpec, StepOutcome, StepResult, WasmAction, WasmLimits, WasmManifest, WasmOptions,
-    WasmRuntime, WasmSnapshot,
+    BootSpec, StepOutcome, StepResult, WasmAction, WasmLimits, WasmManifest, WasmRuntime,
+    WasmSnapshot,
 };
 use serde::Serialize;
 
@@ -33,13 +33,7 @@ pub fn runtime(ctx: &Ctx, timeout_s: Option<f64>) -> Result<WasmRuntime> {
     if let Some(t) = timeout_s {
         limits.timeout = Duration::from_secs_f64(t);
     }
-    Ok(WasmRuntime::open(
-        ctx.store().clone(),
-        WasmOptions {
-            limits,
-            ..WasmOptions::default()
-        },
-    )?)
+    Ok(ctx.runtime.wasm(limits)?)
 }
 
 /// `Some(id)` when what the user typed resolves to a session snapshot.

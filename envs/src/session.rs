@@ -13,9 +13,7 @@
 //! value it reads comes from the guest's native inspector
 //! ([`WasmSandbox::inspect`]); the comparison happens here, in Rust.
 
-use std::collections::HashMap;
-use std::path::PathBuf;
-use std::sync::{Mutex, OnceLock};
+use std::sync::OnceLock;
 use std::time::{Duration, Instant};
 
 use arbor_rollout::env::{
@@ -27,13 +25,11 @@ use arbor_rollout::{
 };
 use arbor_runtime::Runtime;
 use arbor_runtime::layer::{self, MergedView};
-use arbor_runtime::store::Store;
 use arbor_runtime::store::object::EntryKind;
 use arbor_runtime::store::object::ExitStatus;
 use arbor_runtime::wasm::inspect::Inspected;
 use arbor_runtime::wasm::{
-    BootSpec, StepOutcome, WasmError, WasmLimits, WasmOptions, WasmRuntime, WasmSandbox,
-    WasmSnapshot,
+    BootSpec, StepOutcome, WasmError, WasmLimits, WasmRuntime, WasmSandbox, WasmSnapshot,
 };
 use serde::Serialize;
 
@@ -60,7 +56,7 @@ fn runtime_limits() -> WasmLimits {
 }
 
 fn wasm_err(e: WasmError) -> EnvError {
-    EnvError::Wasm(e.to_string())
+    EnvError::from(e)
 }
 
 /// The guest's bytes and their blake3 hash, read once per process.
@@ -82,37 +78,6 @@ fn guest_and_hash() -> Result<&'static (Vec<u8>, String), EnvError> {
 /// The guest's bytes.
 fn guest() -> Result<&'static [u8], EnvError> {
     guest_and_hash().map(|(b, _)| b.as_slice())
-}
-
-/// One [`WasmRuntime`] per store, per process (the compiled guest and the
-/// memory images are shared by every task and episode).
-fn runtime_for(store: &Store) -> Result<WasmRuntime, EnvError> {
-    static RUNTIMES: OnceLock<Mutex<HashMap<PathBuf, WasmRuntime>>> = OnceLock::new();
-    let mut map = RUNTIMES
-        .get_or_init(Mutex::default)
-        .lock()
-        .unwrap_or_else(|p| p.into_inner());
-    if let Some(rt) = map.get(store.root()) {
-        return Ok(rt.clone());
-    }
-    let rt = WasmRuntime::open(
-        store.clone(),
-        WasmOptions {
-            limits: runtime_limits(),
-            ..WasmOptions::default()
-        },
-    )
-    .map_err(wasm_err)?;
-    map.insert(store.root().to_owned(), rt.clone());
-    Ok(rt)
-}
-
-/// Root snapshots made in this process: (store, task content key) → root.
-type RootCache = Mutex<HashMap<(PathBuf, String), WasmSnapshot>>;
-
-fn roots() -> &'static RootCache {
-    static ROOTS: OnceLock<RootCache> = OnceLock::new();
-    ROOTS.get_or_init(Mutex::default)
 }
 
 /// One agent action of a session episode.
@@ -164,26 +129,12 @@ impl SessionEnv {
             task: spec.id.clone(),
             message,
         };
-        let store = runtime.store();
-        let wrt = runtime_for(store)?;
+        // The runtime owns the WebAssembly backend (one per store and limits)
+        // and remembers roots by content, so every episode and every
+        // TaskEnv of this task shares one root.
+        let wrt = runtime.wasm(runtime_limits()).map_err(wasm_err)?;
         let key = content_key(&spec).map_err(&task_err)?;
-        let cache_key = (store.root().to_owned(), key);
-        let cached = roots()
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .get(&cache_key)
-            .cloned();
-        let root = match cached {
-            Some(r) => r,
-            None => {
-                let r = make_root(runtime, &wrt, &spec)?;
-                roots()
-                    .lock()
-                    .unwrap_or_else(|p| p.into_inner())
-                    .insert(cache_key, r.clone());
-                r
-            }
-        };
+        let root = wrt.memo_root(&key, || make_root(runtime, &wrt, &spec))?;
         Ok(Self {
             candidates: crate::verifier::shuffled_candidates(&spec),
             spec,
@@ -808,11 +759,6 @@ impl Environment for SessionEnv {
     fn reference_solution(&self) -> Option<Vec<AgentAction>> {
         Some(crate::verifier::reference_solution(&self.spec))
     }
-}
-
-/// Drop this process's cached roots (tests that measure preparation).
-pub fn clear_root_cache() {
-    roots().lock().unwrap_or_else(|p| p.into_inner()).clear();
 }
 
 #[cfg(test)]

@@ -218,6 +218,11 @@ struct Inner {
     layer_index: Mutex<std::collections::HashMap<LayerId, Arc<LayerIndex>>>,
     /// Prepared helpers, started on the first sandbox.
     pool: std::sync::OnceLock<crate::sandbox::pool::WarmPool>,
+    /// The WebAssembly runtimes on this store, one per set of sandbox
+    /// limits (each shares the compiled guest and memory images of its
+    /// sandboxes); see [`Runtime::wasm`].
+    #[cfg(feature = "wasm")]
+    wasm: Mutex<Vec<(crate::wasm::WasmLimits, crate::wasm::WasmRuntime)>>,
 }
 
 impl Runtime {
@@ -261,8 +266,39 @@ impl Runtime {
                 backend: Mutex::new(backend),
                 pool: std::sync::OnceLock::new(),
                 layer_index: Mutex::new(std::collections::HashMap::new()),
+                #[cfg(feature = "wasm")]
+                wasm: Mutex::new(Vec::new()),
             }),
         })
+    }
+
+    /// The WebAssembly backend on this store for sandboxes with `limits`:
+    /// opened on first use and kept by this runtime, so every caller with
+    /// the same limits (the CLI's commands, every session task) shares one
+    /// compiled guest, one set of memory images and one root memo
+    /// ([`crate::wasm::WasmRuntime::memo_root`]). Nothing about it is
+    /// process-global but the wasmtime engine.
+    ///
+    /// # Errors
+    /// The engine could not be created.
+    #[cfg(feature = "wasm")]
+    pub fn wasm(
+        &self,
+        limits: crate::wasm::WasmLimits,
+    ) -> std::result::Result<crate::wasm::WasmRuntime, crate::wasm::WasmError> {
+        let mut all = self.inner.wasm.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some((_, rt)) = all.iter().find(|(l, _)| *l == limits) {
+            return Ok(rt.clone());
+        }
+        let rt = crate::wasm::WasmRuntime::open(
+            self.inner.store.clone(),
+            crate::wasm::WasmOptions {
+                limits,
+                ..crate::wasm::WasmOptions::default()
+            },
+        )?;
+        all.push((limits, rt.clone()));
+        Ok(rt)
     }
 
     /// Open the store at `home` with default options.

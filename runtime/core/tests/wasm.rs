@@ -565,3 +565,38 @@ fn sessions_are_listed_collected_and_checked_like_snapshots() {
         fsck.problems
     );
 }
+
+/// The `Runtime` owns the WebAssembly backend: the same limits give the same
+/// backend (a root remembered through one handle is known to the other),
+/// other limits another one; `memo_root` makes a root once per key.
+#[test]
+fn the_runtime_owns_one_wasm_backend_per_limits_and_remembers_roots() {
+    let d = tempfile::tempdir().unwrap();
+    let rt = arbor_runtime::Runtime::open_at(d.path()).unwrap();
+    let limits = WasmLimits::default();
+    let a = rt.wasm(limits).unwrap();
+    let b = rt.wasm(limits).unwrap();
+    let made = std::cell::Cell::new(0);
+    let make = |w: &WasmRuntime| {
+        made.set(made.get() + 1);
+        Ok::<_, arbor_runtime::wasm::WasmError>(python(w))
+    };
+    let first = a.memo_root("python", || make(&a)).unwrap();
+    let again = b.memo_root("python", || make(&b)).unwrap();
+    assert_eq!(made.get(), 1, "the shared backend made the root twice");
+    assert_eq!(first.id(), again.id());
+    let mut sb = again.open().unwrap();
+    assert_eq!(run(&mut sb, "6 * 7"), "42\n");
+    // Controls: another key is made anew, and so is the same key on the
+    // backend of other limits (which is another backend).
+    a.memo_root("other", || make(&a)).unwrap();
+    assert_eq!(made.get(), 2);
+    let other = rt
+        .wasm(WasmLimits {
+            fuel_per_step: limits.fuel_per_step / 2,
+            ..limits
+        })
+        .unwrap();
+    other.memo_root("python", || make(&other)).unwrap();
+    assert_eq!(made.get(), 3);
+}

@@ -562,6 +562,13 @@ pub enum EnvError {
     },
 }
 
+#[cfg(feature = "wasm")]
+impl From<arbor_runtime::wasm::WasmError> for EnvError {
+    fn from(e: arbor_runtime::wasm::WasmError) -> Self {
+        EnvError::Wasm(e.to_string())
+    }
+}
+
 /// A task environment. Implemented by `arbor-envs`; driven by the rollout driver.
 ///
 /// One greedy episode by hand (the driver does this, branching, in parallel):

@@ -39,7 +39,7 @@ pub enum EnvSandbox {
 
 #[cfg(feature = "wasm")]
 fn wasm_err(e: arbor_runtime::wasm::WasmError) -> EnvError {
-    EnvError::Wasm(e.to_string())
+    EnvError::from(e)
 }
 
 impl EnvSnapshot {

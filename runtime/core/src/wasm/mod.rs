@@ -453,6 +453,8 @@ struct RtInner {
     images: Mutex<HashMap<ObjectId, Weak<MemoryImage>>>,
     spare_dirs: Arc<SpareDirs>,
     roots: Mutex<LiveRoots>,
+    /// Root snapshots by their maker's content key ([`WasmRuntime::memo_root`]).
+    root_memo: Mutex<HashMap<String, ObjectId>>,
 }
 
 /// The bases of the sandboxes this runtime opened, recorded for `gc` in
@@ -527,8 +529,41 @@ impl WasmRuntime {
                 images: Mutex::new(HashMap::new()),
                 spare_dirs: Arc::default(),
                 roots: Mutex::default(),
+                root_memo: Mutex::default(),
             }),
         })
+    }
+
+    /// The root snapshot remembered under `key` (a content key of whatever
+    /// made it: a task's files and setup), or `make` it and remember it. Two
+    /// callers with the same key get the same snapshot; nothing is held
+    /// while `make` runs (a concurrent maker of the same key makes the same
+    /// content-addressed snapshot).
+    ///
+    /// # Errors
+    /// `make`'s error, or reading a remembered snapshot back failed.
+    pub fn memo_root<E: From<WasmError>>(
+        &self,
+        key: &str,
+        make: impl FnOnce() -> std::result::Result<WasmSnapshot, E>,
+    ) -> std::result::Result<WasmSnapshot, E> {
+        let known = self
+            .inner
+            .root_memo
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .get(key)
+            .copied();
+        if let Some(id) = known {
+            return Ok(self.snapshot(&id)?);
+        }
+        let root = make()?;
+        self.inner
+            .root_memo
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .insert(key.to_owned(), *root.id());
+        Ok(root)
     }
 
     /// The store.
