@@ -17,8 +17,7 @@ use crate::args::{Command, CreditArgs, CreditCommand};
 use crate::error::{EXIT_FAILURE, UsageError};
 use crate::output::{self, emit, note};
 use crate::render::{
-    action_summary, diff_lines, exit_code, exit_label, format_bytes, format_time, one_line, plural,
-    table,
+    action_summary, diff_lines, format_bytes, format_time, one_line, plural, table,
 };
 
 /// What every command works with.
@@ -315,7 +314,7 @@ fn exec(
         None
     };
     drop(sandbox);
-    let code = exit_code(&obs.exit);
+    let code = obs.exit.shell_code();
     if ctx.json {
         output::json(&ExecJson {
             snapshot: *base.id(),
@@ -437,7 +436,7 @@ fn log(ctx: &Ctx, snapshot: &str) -> Result<i32> {
                 parent: m.parent,
                 created_at: m.created_at,
                 summary: action_summary(m.action.as_ref()),
-                exits: m.observations.iter().map(|o| exit_label(&o.exit)).collect(),
+                exits: m.observations.iter().map(|o| o.exit.label()).collect(),
                 action: m.action,
                 observations: m.observations,
                 killed_background: m.killed_background,

@@ -15,7 +15,7 @@ use serde::Serialize;
 use crate::commands::{Ctx, fork_tags, millis, timeout_ms};
 use crate::error::{EXIT_FAILURE, chain_message};
 use crate::output::emit;
-use crate::render::{clip, exit_code, exit_label, first_line, format_duration_us, one_line, table};
+use crate::render::{clip, first_line, format_duration_us, one_line, table};
 
 /// What one fork produced.
 #[derive(Debug)]
@@ -93,7 +93,7 @@ pub fn fanout(
                     command: command.clone(),
                     stdout: Some(String::from_utf8_lossy(&obs.stdout).into_owned()),
                     stderr: Some(String::from_utf8_lossy(&obs.stderr).into_owned()),
-                    exit: Some(exit_code(&obs.exit)),
+                    exit: Some(obs.exit.shell_code()),
                     status: Some(obs.exit),
                     duration_ms: Some(millis(obs.duration_us)),
                     committed: run.committed,
@@ -144,7 +144,7 @@ fn render(result: &FanoutJson, commit: bool) -> String {
             row.push(
                 f.status
                     .as_ref()
-                    .map_or_else(|| "error".to_owned(), exit_label),
+                    .map_or_else(|| "error".to_owned(), ExitStatus::label),
             );
             row.push(f.duration_ms.map_or_else(
                 || "-".to_owned(),

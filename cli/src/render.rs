@@ -1,7 +1,7 @@
 //! Text rendering shared by the commands: timestamps, action summaries, exit
 //! statuses, durations, sizes and aligned tables.
 
-use arbor_runtime::store::{Action, ExitStatus};
+use arbor_runtime::store::Action;
 
 /// `YYYY-MM-DD HH:MM:SS` (UTC) for seconds since the Unix epoch.
 pub fn format_time(secs: u64) -> String {
@@ -49,16 +49,6 @@ pub fn action_summary(action: Option<&Action>) -> String {
             )
         }
     }
-}
-
-/// A short label for an action's status (`3`, `signal 15`, `timeout`, ...).
-pub fn exit_label(exit: &ExitStatus) -> String {
-    exit.label()
-}
-
-/// The shell-style exit code for an action's status ([`ExitStatus::shell_code`]).
-pub fn exit_code(exit: &ExitStatus) -> i32 {
-    exit.shell_code()
 }
 
 /// `ms` or `s` with a sensible precision.
@@ -161,6 +151,7 @@ pub fn diff_lines(added: &[String], modified: &[String], deleted: &[String]) -> 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use arbor_runtime::store::ExitStatus;
 
     #[test]
     fn times_are_utc_calendar_dates() {
@@ -172,11 +163,11 @@ mod tests {
 
     #[test]
     fn exit_codes_follow_shell_conventions() {
-        assert_eq!(exit_code(&ExitStatus::Code { code: 3 }), 3);
-        assert_eq!(exit_code(&ExitStatus::Signal { signal: 9 }), 137);
-        assert_eq!(exit_code(&ExitStatus::Timeout), 124);
-        assert_eq!(exit_code(&ExitStatus::DiskLimit), 125);
-        assert_eq!(exit_label(&ExitStatus::Signal { signal: 15 }), "signal 15");
+        assert_eq!(ExitStatus::Code { code: 3 }.shell_code(), 3);
+        assert_eq!(ExitStatus::Signal { signal: 9 }.shell_code(), 137);
+        assert_eq!(ExitStatus::Timeout.shell_code(), 124);
+        assert_eq!(ExitStatus::DiskLimit.shell_code(), 125);
+        assert_eq!(ExitStatus::Signal { signal: 15 }.label(), "signal 15");
     }
 
     #[test]

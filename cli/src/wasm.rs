@@ -42,17 +42,6 @@ pub fn resolve(ctx: &Ctx, what: &str) -> Result<Option<SnapshotId>> {
     Ok(ctx.store().is_wasm_snapshot(&id).then_some(id))
 }
 
-/// The shell-style exit status of a step (through [`StepOutcome::exit_status`],
-/// the one mapping the rollout records use too).
-pub fn exit_code(outcome: &StepOutcome) -> i32 {
-    outcome.exit_status().shell_code()
-}
-
-/// A short label for a step's outcome ([`StepOutcome::label`]).
-pub fn outcome_label(outcome: &StepOutcome) -> String {
-    outcome.label()
-}
-
 /// Why a step stopped, for a note (`None` for ok and exceptions).
 fn outcome_note(outcome: &StepOutcome) -> Option<String> {
     match outcome {
@@ -215,7 +204,7 @@ pub fn exec(
     } else {
         None
     };
-    let exit = exit_code(&r.outcome);
+    let exit = r.outcome.exit_status().shell_code();
     if ctx.json {
         output::json(&ExecJson {
             snapshot: *id,
@@ -339,7 +328,7 @@ pub fn fanout(
                 code,
                 stdout: Some(r.stdout_text()),
                 stderr: Some(r.stderr_text()),
-                exit: Some(exit_code(&r.outcome)),
+                exit: Some(r.outcome.exit_status().shell_code()),
                 outcome: Some(r.outcome),
                 fuel: Some(r.fuel),
                 fork_us: Some(fork_us),
@@ -391,7 +380,7 @@ pub fn fanout(
                     clip(&one_line(f.code), 40),
                     f.outcome
                         .as_ref()
-                        .map_or_else(|| "error".to_owned(), outcome_label),
+                        .map_or_else(|| "error".to_owned(), StepOutcome::label),
                     f.fork_us
                         .map_or_else(|| "-".to_owned(), |us| format!("{us:.0} µs")),
                     f.duration_ms
@@ -489,7 +478,7 @@ pub fn log(ctx: &Ctx, id: &SnapshotId) -> Result<i32> {
                 } else {
                     e.outcomes
                         .iter()
-                        .map(outcome_label)
+                        .map(StepOutcome::label)
                         .collect::<Vec<_>>()
                         .join(",")
                 };

@@ -26,7 +26,6 @@ use arbor_rollout::{
 use arbor_runtime::Runtime;
 use arbor_runtime::layer::{self, MergedView};
 use arbor_runtime::store::object::EntryKind;
-use arbor_runtime::store::object::ExitStatus;
 use arbor_runtime::wasm::inspect::Inspected;
 use arbor_runtime::wasm::{
     BootSpec, StepOutcome, WasmError, WasmLimits, WasmRuntime, WasmSandbox, WasmSnapshot,
@@ -631,13 +630,6 @@ fn make_root(
     sb.snapshot().map_err(wasm_err)
 }
 
-/// The status the rollout records carry for a step's outcome
-/// ([`StepOutcome::exit_status`], the runtime's one mapping). The verifier
-/// reads the exact outcomes from the session's snapshots, not from these.
-pub fn exit_of(outcome: &StepOutcome) -> ExitStatus {
-    outcome.exit_status()
-}
-
 impl SessionEnv {
     /// The agent's per-step limits for this task.
     fn agent_limits(&self, sb: &WasmSandbox) -> WasmLimits {
@@ -735,11 +727,11 @@ impl Environment for SessionEnv {
             observation: observation(
                 &self.spec,
                 step + 1,
-                Some((action, s.output.clone(), exit_of(&s.outcome))),
+                Some((action, s.output.clone(), s.outcome.exit_status())),
             ),
             record: EpisodeStep {
                 action: action.clone(),
-                exit: exit_of(&s.outcome),
+                exit: s.outcome.exit_status(),
                 duration_us: s.duration_us,
             },
         })

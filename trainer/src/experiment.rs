@@ -465,7 +465,8 @@ pub async fn run_arm(
     log: &(dyn Fn(String) + Sync),
 ) -> Result<RunResult, String> {
     let started = Instant::now();
-    let (train, in_dist, heldout) = (tasks.train, tasks.in_dist, tasks.heldout);
+    let (train, in_dist, validation, heldout) =
+        (tasks.train, tasks.in_dist, tasks.validation, tasks.heldout);
     let model = ModelConfig { seed, ..cfg.model };
     let mut learner = Learner::new(model, cfg.learner, device);
     let actor = Arc::new(
@@ -479,7 +480,6 @@ pub async fn run_arm(
         scorer.publish(&l.net, l.counters.version)?;
         s.score(&scorer)
     };
-    let validation = tasks.validation;
     let mut curve = vec![(0, mean(score(&learner, in_dist)?.into_values()))];
     let mut validation_curve = vec![(0, mean(score(&learner, validation)?.into_values()))];
     let (samples, bc_env_steps) = gold_samples(train, actor.feature_cache()).await?;

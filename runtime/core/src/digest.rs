@@ -38,20 +38,7 @@ pub fn digest_tree(tree: &Tree) -> Tree {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::store::object::{EntryKind, TreeEntry};
-
-    fn file(path: &str, byte: u8) -> TreeEntry {
-        TreeEntry {
-            path: path.into(),
-            mode: 0o644,
-            uid: 0,
-            gid: 0,
-            kind: EntryKind::File {
-                size: 1,
-                hash: crate::store::object::ObjectId([byte; 32]),
-            },
-        }
-    }
+    use crate::layer::test_file as file;
 
     #[test]
     fn only_git_index_files_are_excluded() {
@@ -61,7 +48,11 @@ mod tests {
         assert!(!is_excluded("my.git/index"));
         assert!(!is_excluded(".git/HEAD"));
         let t = Tree {
-            entries: vec![file(".git/HEAD", 1), file(".git/index", 2), file("a", 3)],
+            entries: vec![
+                file(".git/HEAD", b"1"),
+                file(".git/index", b"2"),
+                file("a", b"3"),
+            ],
         };
         let d = digest_tree(&t);
         assert_eq!(

@@ -32,6 +32,10 @@ pub use merge::{Diff, MergedView, diff, merge, merge_layers, read_layer_file};
 pub use scan::{dir_size, tree_of_dir};
 pub use writer::MaterializeReport;
 
+/// A file entry with this content, for tests across the crate.
+#[cfg(test)]
+pub(crate) use merge::tests::file as test_file;
+
 use crate::store::StoreError;
 
 /// The uid/gid that unmapped ids appear as (the kernel's overflow id).
