@@ -118,6 +118,12 @@ fn bag(weight: &Tensor, bags: &[&[i64]], device: Device) -> Tensor {
 impl Drrn {
     /// A freshly initialised network on `device`.
     pub fn new(cfg: ModelConfig, device: Device) -> Self {
+        // libtorch's generator is process-wide: seeding it and drawing the
+        // initial weights must not interleave with another thread's, or the
+        // same seed gives different weights (seen as a flaky test when two
+        // learners were built at once).
+        static INIT: std::sync::Mutex<()> = std::sync::Mutex::new(());
+        let _init = INIT.lock().unwrap_or_else(|p| p.into_inner());
         tch::manual_seed(cfg.seed as i64);
         let vs = nn::VarStore::new(device);
         let root = vs.root();
