@@ -41,8 +41,12 @@ pub fn exit_status(err: &anyhow::Error) -> i32 {
 
 fn runtime_is_input(e: &RuntimeError) -> bool {
     match e {
-        RuntimeError::BadBackend(_)
+        RuntimeError::BadWorkspaceBackend(_)
         | RuntimeError::NoHome
+        | RuntimeError::WasmUnavailable
+        | RuntimeError::NoWasmBackend(_)
+        | RuntimeError::BadSeed(_)
+        | RuntimeError::NativeOnly(_)
         | RuntimeError::NotADirectory(_)
         | RuntimeError::DestinationNotEmpty(_) => true,
         RuntimeError::Io { op, source, .. } => {
@@ -51,6 +55,8 @@ fn runtime_is_input(e: &RuntimeError) -> bool {
         RuntimeError::Store(s) => store_is_input(s),
         RuntimeError::Sandbox(s) => sandbox_is_input(s),
         RuntimeError::Layer(l) => layer_is_input(l),
+        // The WebAssembly backend's faults (feature `wasm`) are the runtime's.
+        _ => false,
     }
 }
 

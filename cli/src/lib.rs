@@ -16,9 +16,6 @@ pub mod entry;
 pub mod error;
 pub mod output;
 
-mod fanout;
 mod render;
 mod rollout;
 mod task;
-#[cfg(feature = "wasm")]
-mod wasm;

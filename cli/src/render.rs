@@ -1,8 +1,6 @@
 //! Text rendering shared by the commands: timestamps, action summaries, exit
 //! statuses, durations, sizes and aligned tables.
 
-use arbor_runtime::store::Action;
-
 /// `YYYY-MM-DD HH:MM:SS` (UTC) for seconds since the Unix epoch.
 pub fn format_time(secs: u64) -> String {
     let days = i64::try_from(secs / 86_400).unwrap_or(i64::MAX / 2);
@@ -29,26 +27,6 @@ fn civil_from_days(days: i64) -> (i64, i64, i64) {
     let m = if mp < 10 { mp + 3 } else { mp - 9 };
     let y = yoe + era * 400 + i64::from(m <= 2);
     (y, m, d)
-}
-
-/// One line describing what produced a snapshot.
-pub fn action_summary(action: Option<&Action>) -> String {
-    match action {
-        None => "(no action)".to_owned(),
-        Some(Action::Exec { command, .. }) => format!("$ {}", one_line(command)),
-        Some(Action::WriteFile { path, .. }) => format!("write {path}"),
-        Some(Action::DeleteFile { path }) => format!("delete {path}"),
-        Some(Action::Import { source }) => format!("import {source}"),
-        Some(Action::Sequence { actions }) => {
-            let n = actions.len();
-            let first = action_summary(actions.first());
-            format!(
-                "sequence of {n} action{}: {first}{}",
-                plural(n),
-                if n > 1 { ", ..." } else { "" }
-            )
-        }
-    }
 }
 
 /// `ms` or `s` with a sensible precision.
@@ -171,20 +149,7 @@ mod tests {
     }
 
     #[test]
-    fn summaries_are_one_line() {
-        let exec = Action::Exec {
-            command: "echo a\necho b\n".into(),
-            timeout_ms: 1,
-        };
-        assert_eq!(action_summary(Some(&exec)), "$ echo a\\necho b");
-        let seq = Action::Sequence {
-            actions: vec![exec, Action::DeleteFile { path: "x".into() }],
-        };
-        assert_eq!(
-            action_summary(Some(&seq)),
-            "sequence of 2 actions: $ echo a\\necho b, ..."
-        );
-        assert_eq!(action_summary(None), "(no action)");
+    fn clips_mark_the_cut() {
         assert_eq!(clip("abcdef", 4), "abc…");
         assert_eq!(clip("abc", 4), "abc");
     }

@@ -647,7 +647,7 @@ impl SessionEnv {
             task: self.spec.id.clone(),
             message: format!("the episode does not match its session snapshots: {what}"),
         };
-        let (Some(root), Some(last)) = (episode.root.session(), episode.last.session()) else {
+        let (Some(root), Some(last)) = (episode.root.wasm(), episode.last.wasm()) else {
             return Err(mismatch("not a WebAssembly session's states"));
         };
         let chain = self.runtime.chain(last).map_err(wasm_err)?;
@@ -703,7 +703,7 @@ impl Environment for SessionEnv {
 
     fn reset(&self) -> Result<(EnvSnapshot, EnvObservation), EnvError> {
         Ok((
-            EnvSnapshot::Session(self.root.clone()),
+            EnvSnapshot::Wasm(self.root.clone()),
             observation(&self.spec, 0, None),
         ))
     }
@@ -714,7 +714,7 @@ impl Environment for SessionEnv {
         step: usize,
         action: &AgentAction,
     ) -> Result<StepResult, EnvError> {
-        let Some(sb) = sandbox.session_mut() else {
+        let Some(sb) = sandbox.wasm_mut() else {
             return Err(EnvError::Task {
                 task: self.spec.id.clone(),
                 message: "a session task was given a native sandbox".into(),

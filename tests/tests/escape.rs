@@ -90,7 +90,7 @@ fn planted_symlinks_never_reach_host_paths() {
         .unwrap();
     assert_eq!(obs.stdout_text(), "/etc/passwd\ndecoy\ndir\n");
     let squash = t.runtime.store().squash_dir(top.id());
-    if t.runtime.backend() == arbor_runtime::Backend::Overlay {
+    if t.runtime.workspace_backend() == arbor_runtime::WorkspaceBackend::Overlay {
         assert!(squash.is_dir());
         assert_eq!(
             std::fs::read_link(squash.join("x")).unwrap(),

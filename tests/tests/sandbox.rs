@@ -269,7 +269,7 @@ fn long_chain_of_300_layers_mounts_and_squashes() {
     let rt2 = arbor_runtime::Runtime::open(opts2).unwrap();
     let snap2 = rt2.snapshot(snap.id()).unwrap();
     let mut squashed = snap2.open().unwrap();
-    if rt2.backend() == arbor_runtime::Backend::Overlay {
+    if rt2.workspace_backend() == arbor_runtime::WorkspaceBackend::Overlay {
         assert!(
             rt2.store().squash_dir(snap.id()).is_dir(),
             "overlay mounts long chains through the squash cache"

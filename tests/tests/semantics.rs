@@ -6,7 +6,7 @@
 use std::collections::BTreeMap;
 use std::path::Path;
 
-use arbor_runtime::{Backend, BackendChoice, ExecOptions};
+use arbor_runtime::{ExecOptions, WorkspaceBackend, WorkspaceChoice};
 
 const HELPER: &str = env!("CARGO_BIN_EXE_arbor-test-helper");
 
@@ -78,9 +78,9 @@ fn results(text: &str) -> BTreeMap<String, String> {
         .collect()
 }
 
-fn run(backend: Backend, plain: bool) -> BTreeMap<String, String> {
+fn run(backend: WorkspaceBackend, plain: bool) -> BTreeMap<String, String> {
     let t = arbor_tests::runtime_with(Path::new(HELPER), |o| {
-        o.backend = BackendChoice::Force(backend)
+        o.workspace = WorkspaceChoice::Force(backend)
     });
     let src = t.scratch("src");
     make_source(&src);
@@ -105,9 +105,9 @@ fn run(backend: Backend, plain: bool) -> BTreeMap<String, String> {
 
 #[test]
 fn overlay_copy_and_plain_directory_differ_only_as_documented() {
-    let overlay = run(Backend::Overlay, false);
-    let copy = run(Backend::Copy, false);
-    let plain = run(Backend::Copy, true);
+    let overlay = run(WorkspaceBackend::Overlay, false);
+    let copy = run(WorkspaceBackend::Copy, false);
+    let plain = run(WorkspaceBackend::Copy, true);
     assert_eq!(plain.len(), 15, "{plain:?}");
     let mut table = String::from(
         "| operation | plain directory | copy backend | overlay backend |\n|---|---|---|---|\n",

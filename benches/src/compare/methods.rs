@@ -359,7 +359,7 @@ impl Method for ArborMethod {
     }
 
     fn backend(&self) -> Option<String> {
-        Some(format!("{:?}", self.env.runtime.backend()).to_lowercase())
+        Some(format!("{:?}", self.env.runtime.workspace_backend()).to_lowercase())
     }
 
     fn supports(&self, op: Operation) -> std::result::Result<(), String> {

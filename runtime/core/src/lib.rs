@@ -7,6 +7,9 @@
 //! - [`digest`]: what the observation digests of actions cover.
 //! - [`replay`]: re-executing a chain and reporting where it diverges.
 //! - [`parallel`]: the one parallel map (forks, page loads, fanout, validation).
+//! - [`state`]: one handle for a state and one for a live fork on either
+//!   backend ([`AnySnapshot`], [`AnySandbox`]), with the shared step,
+//!   outcome and record vocabulary.
 //! - [`Runtime`]: ties them together (the CLI's operations).
 //! - `wasm` (feature `wasm`): the WebAssembly backend — live interpreter
 //!   sessions snapshotted and forked with their whole memory.
@@ -49,14 +52,16 @@ pub mod replay;
 mod runtime;
 pub mod sandbox;
 pub mod snapshot;
+pub mod state;
 pub mod store;
 mod sys;
 #[cfg(feature = "wasm")]
 pub mod wasm;
 
 pub use runtime::{
-    Backend, BackendChoice, DEFAULT_SQUASH_AFTER, DEFAULT_UID_BASE, DEFAULT_WARM_HELPERS, Result,
-    Runtime, RuntimeError, RuntimeOptions,
+    DEFAULT_SQUASH_AFTER, DEFAULT_UID_BASE, DEFAULT_WARM_HELPERS, Result, Runtime, RuntimeError,
+    RuntimeOptions, WorkspaceBackend, WorkspaceChoice,
 };
 pub use sandbox::{ExecOptions, Observation, PeerCommand, PeerResult, Sandbox, SandboxError};
 pub use snapshot::Snapshot;
+pub use state::{AnySandbox, AnySnapshot, Backend, Outcome, StepResult};

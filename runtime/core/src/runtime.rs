@@ -27,7 +27,7 @@ pub const DEFAULT_WARM_HELPERS: usize = 2;
 
 /// Which filesystem backend provides `/workspace`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Backend {
+pub enum WorkspaceBackend {
     /// Overlayfs over the layer chain with a private upper: nothing is copied.
     Overlay,
     /// A private materialised copy per sandbox: portable, cost O(workspace).
@@ -36,21 +36,21 @@ pub enum Backend {
 
 /// What to use, before probing.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum BackendChoice {
+pub enum WorkspaceChoice {
     /// Overlay where it works, else copy (with a message on stderr).
     Auto,
     /// Exactly this backend.
-    Force(Backend),
+    Force(WorkspaceBackend),
 }
 
-impl BackendChoice {
+impl WorkspaceChoice {
     /// `ARBOR_BACKEND=overlay|copy` or `Auto`.
     pub fn from_env() -> Result<Self, RuntimeError> {
         match std::env::var("ARBOR_BACKEND").ok().as_deref() {
             None | Some("" | "auto") => Ok(Self::Auto),
-            Some("overlay") => Ok(Self::Force(Backend::Overlay)),
-            Some("copy") => Ok(Self::Force(Backend::Copy)),
-            Some(other) => Err(RuntimeError::BadBackend(other.to_owned())),
+            Some("overlay") => Ok(Self::Force(WorkspaceBackend::Overlay)),
+            Some("copy") => Ok(Self::Force(WorkspaceBackend::Copy)),
+            Some(other) => Err(RuntimeError::BadWorkspaceBackend(other.to_owned())),
         }
     }
 }
@@ -60,7 +60,7 @@ impl BackendChoice {
 pub enum RuntimeError {
     /// `ARBOR_BACKEND` names no backend.
     #[error("ARBOR_BACKEND={0:?} is not a backend (use overlay, copy or auto)")]
-    BadBackend(String),
+    BadWorkspaceBackend(String),
     /// No home directory could be determined.
     #[error("no store location: pass --home or set ARBOR_HOME")]
     NoHome,
@@ -90,6 +90,25 @@ pub enum RuntimeError {
     /// A sandbox operation failed.
     #[error(transparent)]
     Sandbox(#[from] SandboxError),
+    /// The WebAssembly backend failed.
+    #[cfg(feature = "wasm")]
+    #[error(transparent)]
+    Wasm(#[from] crate::wasm::WasmError),
+    /// The snapshot is a WebAssembly session and this build has no `wasm` feature.
+    #[error(
+        "snapshot {} is a WebAssembly session; this build has no WebAssembly backend (rebuild with --features wasm)",
+        .0.short()
+    )]
+    NoWasmBackend(SnapshotId),
+    /// `import --wasm` (or another session operation) in a build without the `wasm` feature.
+    #[error("this build has no WebAssembly backend (rebuild with --features wasm)")]
+    WasmUnavailable,
+    /// A session seed that is not 64 hex digits.
+    #[error("a session seed must be 64 hex digits, not {0:?}")]
+    BadSeed(String),
+    /// An option only the native backend has was given for a session.
+    #[error("a WebAssembly session has no {0} (they are native-only)")]
+    NativeOnly(&'static str),
 }
 
 /// Result type of the runtime.
@@ -101,7 +120,7 @@ pub struct RuntimeOptions {
     /// The store directory.
     pub home: PathBuf,
     /// Backend selection.
-    pub backend: BackendChoice,
+    pub workspace: WorkspaceChoice,
     /// The read-only system view.
     pub system: SystemView,
     /// Per-action limits.
@@ -125,7 +144,7 @@ impl RuntimeOptions {
     pub fn new(home: impl Into<PathBuf>) -> Result<Self> {
         Ok(Self {
             home: home.into(),
-            backend: BackendChoice::from_env()?,
+            workspace: WorkspaceChoice::from_env()?,
             system: SystemView::Host,
             limits: Limits::default(),
             cgroup: CgroupLimits::default(),
@@ -211,7 +230,7 @@ struct Inner {
     options: RuntimeOptions,
     owners: OwnerMap,
     /// The backend once decided (probing happens on the first sandbox).
-    backend: Mutex<Option<Backend>>,
+    backend: Mutex<Option<WorkspaceBackend>>,
     helper: Mutex<Option<HelperCommand>>,
     /// Layer trees indexed by path, shared by the sandboxes of this runtime
     /// (digests compare each change with the layers below it).
@@ -243,9 +262,9 @@ impl Runtime {
             OwnerMode::Root { uid_base } => OwnerMap::Root { uid_base },
             OwnerMode::Rootless => OwnerMap::current_user(),
         };
-        let backend = match options.backend {
-            BackendChoice::Force(b) => Some(b),
-            BackendChoice::Auto => {
+        let backend = match options.workspace {
+            WorkspaceChoice::Force(b) => Some(b),
+            WorkspaceChoice::Auto => {
                 let fs = std::fs::read_to_string("/proc/filesystems").unwrap_or_default();
                 if fs.lines().any(|l| l.trim_end().ends_with("overlay")) {
                     None
@@ -253,7 +272,7 @@ impl Runtime {
                     eprintln!(
                         "arbor: overlayfs is not available on this kernel; using the copy backend"
                     );
-                    Some(Backend::Copy)
+                    Some(WorkspaceBackend::Copy)
                 }
             }
         };
@@ -322,13 +341,13 @@ impl Runtime {
     }
 
     /// The backend in use (overlay until a sandbox finds it unusable).
-    pub fn backend(&self) -> Backend {
+    pub fn workspace_backend(&self) -> WorkspaceBackend {
         self.inner
             .backend
             .lock()
             .ok()
             .and_then(|b| *b)
-            .unwrap_or(Backend::Overlay)
+            .unwrap_or(WorkspaceBackend::Overlay)
     }
 
     pub(crate) fn helper_command(&self) -> Result<HelperCommand, SandboxError> {
@@ -451,7 +470,7 @@ impl Runtime {
         match open() {
             Ok(sb) => {
                 if !decided && let Ok(mut b) = self.inner.backend.lock() {
-                    b.get_or_insert(Backend::Overlay);
+                    b.get_or_insert(WorkspaceBackend::Overlay);
                 }
                 Ok(sb)
             }
@@ -460,7 +479,7 @@ impl Runtime {
                     "arbor: overlayfs cannot be mounted here ({msg}); using the copy backend"
                 );
                 if let Ok(mut b) = self.inner.backend.lock() {
-                    *b = Some(Backend::Copy);
+                    *b = Some(WorkspaceBackend::Copy);
                 }
                 Ok(open()?)
             }
@@ -489,9 +508,7 @@ impl Runtime {
     /// [`Self::diff`] of two layer chains (e.g. the workspaces of two
     /// WebAssembly session snapshots).
     pub fn diff_layers(&self, a: &[LayerId], b: &[LayerId]) -> Result<Diff> {
-        let va = layer::merge_layers(self.store(), a)?;
-        let vb = layer::merge_layers(self.store(), b)?;
-        Ok(layer::diff(&va, &vb))
+        diff_layers(self.store(), a, b)
     }
 
     /// The chain of snapshots from the root to `snapshot`, root first.
@@ -514,24 +531,40 @@ impl Runtime {
     /// [`Self::checkout`] of a layer chain (e.g. the workspace of a
     /// WebAssembly session snapshot).
     pub fn checkout_layers(&self, layers: &[LayerId], dest: &Path) -> Result<MaterializeReport> {
-        if dest.exists() {
-            let mut entries = std::fs::read_dir(dest).map_err(|e| RuntimeError::Io {
-                op: "read",
-                path: dest.to_owned(),
-                source: e,
-            })?;
-            if entries.next().is_some() {
-                return Err(RuntimeError::DestinationNotEmpty(dest.to_owned()));
-            }
-        }
-        Ok(layer::materialize(
-            self.store(),
-            layers,
-            dest,
-            &layer::MaterializeOptions {
-                verify: true,
-                owners: None,
-            },
-        )?)
+        checkout_layers(self.store(), layers, dest)
     }
+}
+
+/// Added, modified and deleted paths from chain `a` to chain `b`.
+pub(crate) fn diff_layers(store: &Store, a: &[LayerId], b: &[LayerId]) -> Result<Diff> {
+    let va = layer::merge_layers(store, a)?;
+    let vb = layer::merge_layers(store, b)?;
+    Ok(layer::diff(&va, &vb))
+}
+
+/// Materialise a layer chain into `dest` (absent or empty), verified.
+pub(crate) fn checkout_layers(
+    store: &Store,
+    layers: &[LayerId],
+    dest: &Path,
+) -> Result<MaterializeReport> {
+    if dest.exists() {
+        let mut entries = std::fs::read_dir(dest).map_err(|e| RuntimeError::Io {
+            op: "read",
+            path: dest.to_owned(),
+            source: e,
+        })?;
+        if entries.next().is_some() {
+            return Err(RuntimeError::DestinationNotEmpty(dest.to_owned()));
+        }
+    }
+    Ok(layer::materialize(
+        store,
+        layers,
+        dest,
+        &layer::MaterializeOptions {
+            verify: true,
+            owners: None,
+        },
+    )?)
 }

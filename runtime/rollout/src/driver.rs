@@ -23,7 +23,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Instant;
 
-use crate::state::{EnvSandbox, EnvSnapshot};
+use arbor_runtime::{AnySandbox, AnySnapshot};
 use serde::{Deserialize, Serialize};
 
 use crate::credit::{CreditConfig, estimate};
@@ -247,7 +247,7 @@ struct Shared {
     action_us: AtomicU64,
     verify_us: AtomicU64,
     progress: Arc<Progress>,
-    root: EnvSnapshot,
+    root: AnySnapshot,
     reference: Option<Vec<AgentAction>>,
     max_steps: usize,
 }
@@ -289,7 +289,7 @@ impl Shared {
         )
     }
 
-    fn verify(&self, history: &[EpisodeStep], last: &EnvSnapshot) -> Verdict {
+    fn verify(&self, history: &[EpisodeStep], last: &AnySnapshot) -> Verdict {
         let t = Instant::now();
         let v = self.env.verify(&Episode {
             task: self.env.id().to_owned(),
@@ -320,7 +320,7 @@ fn micros(t: Instant) -> u64 {
 /// plus one verification) at node `start`, then continue.
 struct Job {
     start: usize,
-    snapshot: EnvSnapshot,
+    snapshot: AnySnapshot,
     history: Vec<EpisodeStep>,
     first: Choice,
     count: u32,
@@ -333,7 +333,7 @@ struct SegStep {
     count: u32,
     exit: Option<arbor_runtime::store::object::ExitStatus>,
     duration_us: u64,
-    snapshot: EnvSnapshot,
+    snapshot: AnySnapshot,
     observation: EnvObservation,
     candidates: Vec<AgentAction>,
     origin: Origin,
@@ -371,7 +371,7 @@ fn run_job(sh: &Shared, job: Job) -> Segment {
     let mut choice = job.first;
     let mut count = job.count;
     let mut reserved_action = choice.action != AgentAction::Submit;
-    let mut sandbox: Option<EnvSandbox> = None;
+    let mut sandbox: Option<AnySandbox> = None;
     let end = loop {
         if choice.action == AgentAction::Submit {
             let verdict = sh.verify(&history, &current);
@@ -478,7 +478,7 @@ struct Coordinator {
     sh: Arc<Shared>,
     tree: RolloutTree,
     /// The snapshot of each node, by node id.
-    snapshots: Vec<EnvSnapshot>,
+    snapshots: Vec<AnySnapshot>,
     queue: VecDeque<Job>,
     jobs: u64,
     seed: u64,
@@ -490,7 +490,7 @@ impl Coordinator {
         &mut self,
         parent_edge: Option<usize>,
         depth: usize,
-        snapshot: &EnvSnapshot,
+        snapshot: &AnySnapshot,
         observation: EnvObservation,
         candidates: Vec<AgentAction>,
         origin: Origin,
@@ -536,7 +536,7 @@ impl Coordinator {
     fn dispatch(
         &mut self,
         node: usize,
-        snapshot: &EnvSnapshot,
+        snapshot: &AnySnapshot,
         choice: Choice,
         count: u32,
     ) -> bool {
@@ -607,7 +607,7 @@ impl Coordinator {
         Ok(())
     }
 
-    fn snapshot_of(&self, node: usize) -> EnvSnapshot {
+    fn snapshot_of(&self, node: usize) -> AnySnapshot {
         self.snapshots[node].clone()
     }
 

@@ -7,8 +7,8 @@
 
 use std::fmt;
 
-use crate::state::{EnvSandbox, EnvSnapshot};
 use arbor_runtime::store::object::ExitStatus;
+use arbor_runtime::{AnySandbox, AnySnapshot};
 use serde::{Deserialize, Serialize};
 
 /// An action an agent takes: free-form, not limited to a task's candidates.
@@ -288,11 +288,11 @@ pub struct Episode {
     /// The task's id.
     pub task: String,
     /// The snapshot the episode started from.
-    pub root: EnvSnapshot,
+    pub root: AnySnapshot,
     /// The actions, in order.
     pub steps: Vec<EpisodeStep>,
     /// The snapshot of the final state.
-    pub last: EnvSnapshot,
+    pub last: AnySnapshot,
 }
 
 /// The limits an environment imposes on the agent.
@@ -565,7 +565,7 @@ pub enum EnvError {
 #[cfg(feature = "wasm")]
 impl From<arbor_runtime::wasm::WasmError> for EnvError {
     fn from(e: arbor_runtime::wasm::WasmError) -> Self {
-        EnvError::Wasm(e.to_string())
+        EnvError::Runtime(e.into())
     }
 }
 
@@ -604,7 +604,7 @@ pub trait Environment: Send + Sync {
     ///
     /// # Errors
     /// When the runtime fails or the task cannot be prepared.
-    fn reset(&self) -> Result<(EnvSnapshot, EnvObservation), EnvError>;
+    fn reset(&self) -> Result<(AnySnapshot, EnvObservation), EnvError>;
 
     /// Apply `action` in `sandbox` (a fork of some snapshot of this task's
     /// episode) and observe. `step` is the number of actions taken before.
@@ -613,7 +613,7 @@ pub trait Environment: Send + Sync {
     /// Only runtime faults; a failing or timed-out action is an observation.
     fn step(
         &self,
-        sandbox: &mut EnvSandbox,
+        sandbox: &mut AnySandbox,
         step: usize,
         action: &AgentAction,
     ) -> Result<StepResult, EnvError>;

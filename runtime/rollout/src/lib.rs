@@ -2,8 +2,11 @@
 //!
 //! - [`env`]: the [`Environment`] trait (implemented by `arbor-envs`), agent
 //!   actions, observations, episodes and the layered [`Verdict`].
-//! - [`state`]: the states episodes start from and reach, on either backend
-//!   (native snapshots, WebAssembly session snapshots).
+//!
+//! States (tree nodes, episode starts and ends) are the runtime's
+//! backend-neutral handles, [`arbor_runtime::AnySnapshot`] and
+//! [`arbor_runtime::AnySandbox`], so trees, credit and the attached trainer
+//! work the same on native snapshots and WebAssembly sessions.
 //! - [`policy`]: the [`policy::Policy`] trait and the built-in policies
 //!   (random, gold, mixture, an external command).
 //! - [`tree`]: rollout trees (nodes are snapshots, edges actions, leaves verdicts).
@@ -19,7 +22,6 @@ pub mod env;
 pub mod export;
 
 pub mod policy;
-pub mod state;
 pub mod tree;
 
 pub use arbor_runtime as runtime;
@@ -27,4 +29,6 @@ pub use env::{
     AgentAction, EnvError, EnvLimits, EnvObservation, Environment, Episode, EpisodeStep,
     StepResult, Verdict,
 };
-pub use state::{EnvSandbox, EnvSnapshot};
+// TEMPORARY aliases for envs until its branch merges.
+#[doc(hidden)]
+pub use arbor_runtime::{AnySandbox as EnvSandbox, AnySnapshot as EnvSnapshot};

@@ -47,7 +47,7 @@ use arbor_rollout::runtime::Runtime;
 use arbor_rollout::runtime::digest::is_excluded;
 use arbor_rollout::runtime::layer::merge_layers;
 use arbor_rollout::runtime::store::object::{ExitStatus, Manifest, ObjectId, TreeEntry};
-use arbor_rollout::state::EnvSnapshot;
+use arbor_runtime::AnySnapshot;
 use serde::{Deserialize, Serialize};
 
 use super::GroundTruthError;
@@ -185,7 +185,7 @@ pub struct Exploration {
     /// Its step limit.
     pub max_steps: usize,
     /// The root snapshot.
-    pub root: EnvSnapshot,
+    pub root: AnySnapshot,
     /// The DP states; state 0 is the root.
     pub states: Vec<DpState>,
     /// DP state by identity.
@@ -259,8 +259,8 @@ struct Explorer<'a> {
     cfg: ExploreConfig,
     progress: &'a (dyn Fn(&ExploreCost) + Sync),
     started: Instant,
-    root: EnvSnapshot,
-    snapshots: HashMap<ContentKey, EnvSnapshot>,
+    root: AnySnapshot,
+    snapshots: HashMap<ContentKey, AnySnapshot>,
     transitions: HashMap<(ContentKey, AgentAction), CachedStep>,
     verdicts: HashMap<(ContentKey, bool), f64>,
     states: Vec<DpState>,
@@ -339,7 +339,7 @@ pub fn explore(
 }
 
 impl Explorer<'_> {
-    fn key_of(&self, snapshot: &EnvSnapshot) -> Result<ContentKey, String> {
+    fn key_of(&self, snapshot: &AnySnapshot) -> Result<ContentKey, String> {
         let native = snapshot.native().ok_or_else(|| {
             "it is not a native task: exact ground truth needs native snapshots".to_owned()
         })?;
@@ -405,7 +405,7 @@ impl Explorer<'_> {
                 }
             }
         }
-        let jobs: Vec<(EnvSnapshot, AgentAction)> = todo
+        let jobs: Vec<(AnySnapshot, AgentAction)> = todo
             .iter()
             .filter_map(|(c, a)| self.snapshots.get(c).map(|s| (s.clone(), a.clone())))
             .collect();
@@ -435,10 +435,10 @@ impl Explorer<'_> {
     /// Fork `snapshot`, take `action` as step `t`, snapshot the result.
     fn step(
         &self,
-        snapshot: &EnvSnapshot,
+        snapshot: &AnySnapshot,
         t: usize,
         action: &AgentAction,
-    ) -> Result<(CachedStep, EnvSnapshot), String> {
+    ) -> Result<(CachedStep, AnySnapshot), String> {
         let mut sb = snapshot.open().map_err(|e| format!("fork: {e}"))?;
         let result = self
             .env

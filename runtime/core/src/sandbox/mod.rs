@@ -30,7 +30,7 @@ use crate::store::object::{
     Action, EntryKind, ExitStatus, LayerId, ObjectId, ObjectKind, ObservationDigest, SessionState,
     SnapshotId, Tree, TreeEntry, object_id,
 };
-use crate::{Backend, Runtime};
+use crate::{Runtime, WorkspaceBackend};
 pub use process::{CgroupLimits, HelperCommand};
 use protocol::{
     ExecRequest, FileOp, FileResult, MountSpec, PeerRequest, Request, Response, WorkspaceMount,
@@ -319,8 +319,8 @@ impl Sandbox {
         } = runtime.claim_helper()?;
         let owners = runtime.owner_map();
         let prepared = (|| -> Result<(Private, WorkspaceMount)> {
-            Ok(match runtime.backend() {
-                Backend::Overlay => {
+            Ok(match runtime.workspace_backend() {
+                WorkspaceBackend::Overlay => {
                     let upper = run_dir.join("upper-0");
                     let work = run_dir.join("work-0");
                     make_upper(&upper, &work, &owners)?;
@@ -332,7 +332,7 @@ impl Sandbox {
                     };
                     (Private::Overlay { upper, work }, ws)
                 }
-                Backend::Copy => {
+                WorkspaceBackend::Copy => {
                     let workspace = run_dir.join("ws");
                     layer::materialize(
                         store,

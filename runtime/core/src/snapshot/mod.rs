@@ -72,6 +72,11 @@ impl Snapshot {
         }
     }
 
+    /// The runtime that stored it.
+    pub fn runtime(&self) -> &Runtime {
+        &self.runtime
+    }
+
     /// The snapshot id (hash of the manifest).
     pub fn id(&self) -> &SnapshotId {
         &self.id

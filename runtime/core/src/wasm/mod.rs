@@ -1066,6 +1066,11 @@ impl std::fmt::Debug for WasmSnapshot {
 }
 
 impl WasmSnapshot {
+    /// The backend that stored it.
+    pub fn runtime(&self) -> &WasmRuntime {
+        &self.rt
+    }
+
     /// The snapshot id (id of the blob holding the manifest).
     pub fn id(&self) -> &ObjectId {
         &self.id
@@ -1399,6 +1404,12 @@ impl PendingObservation {
 }
 
 impl WasmSandbox {
+    /// Set the wall-clock limit of the following steps (fuel stays the
+    /// deterministic limit).
+    pub fn set_step_timeout(&mut self, timeout: Duration) {
+        self.limits.timeout = timeout;
+    }
+
     /// The snapshot this sandbox was opened on or last snapshotted to.
     pub fn base(&self) -> &WasmSnapshot {
         &self.base
