@@ -32,6 +32,7 @@ use arbor_runtime::wasm::{
 };
 use serde::Serialize;
 
+use crate::canonical::Canonical;
 use crate::task::{
     DEFAULT_STEP_FUEL, SessionCheck, SessionTarget, TaskSpec, WorkspaceCheck, WorkspaceExpect,
 };
@@ -384,7 +385,7 @@ impl SessionEnv {
             }
         }
         Ok(match sb.inspect(&name).map_err(wasm_err)? {
-            Inspected::Value(v) => compare(&v, &check.expect, check.tolerance, "value"),
+            Inspected::Value(v) => compare_canonical(&v, &check.expect, check.tolerance),
             Inspected::Refused(why) => Err(format!("not plain data: {}", tail(&why, 300))),
             Inspected::Undefined => Err(format!("{name} is not defined")),
             Inspected::Failed(o) => Err(format!("the inspector did not complete ({o:?})")),
@@ -464,98 +465,25 @@ fn workspace_check(sb: &WasmSandbox, check: &WorkspaceCheck) -> Result<(), Strin
         WorkspaceExpect::Json(expect) => {
             let v: serde_json::Value = serde_json::from_slice(&bytes)
                 .map_err(|e| format!("{} is not JSON: {e}", check.path))?;
-            compare(&v, expect, None, &check.path)
+            let got = Canonical::from_plain_json(&v).map_err(|e| e.to_string())?;
+            let want = Canonical::from_plain_json(expect).map_err(|e| e.to_string())?;
+            got.compare(&want, None, &check.path)
+                .map_err(|m| m.to_string())
         }
     }
 }
 
-/// Compare canonical JSON `got` with `want`: same shape, objects by key,
-/// `{"set": [...]}` as multisets, integers and floats never equal to each
-/// other, floats within `tolerance` (exact without one).
-pub fn compare(
+/// Compare a value the inspector read with a check's expected canonical
+/// JSON.
+fn compare_canonical(
     got: &serde_json::Value,
     want: &serde_json::Value,
     tolerance: Option<f64>,
-    at: &str,
 ) -> Result<(), String> {
-    use serde_json::Value;
-    let differ = || {
-        Err(format!(
-            "{at}: got {}, expected {}",
-            short_json(got),
-            short_json(want)
-        ))
-    };
-    match (got, want) {
-        (Value::Null, Value::Null) => Ok(()),
-        (Value::Bool(a), Value::Bool(b)) if a == b => Ok(()),
-        (Value::String(a), Value::String(b)) if a == b => Ok(()),
-        (Value::Number(a), Value::Number(b)) => {
-            if a.is_f64() != b.is_f64() {
-                return Err(format!(
-                    "{at}: got {a}, expected {b} (an int and a float differ)"
-                ));
-            }
-            let equal = if a.is_f64() {
-                let (x, y) = (
-                    a.as_f64().unwrap_or(f64::NAN),
-                    b.as_f64().unwrap_or(f64::NAN),
-                );
-                x == y || tolerance.is_some_and(|t| (x - y).abs() <= t)
-            } else {
-                a.as_i64().is_some() && a.as_i64() == b.as_i64()
-                    || a.as_u64().is_some() && a.as_u64() == b.as_u64()
-            };
-            if equal { Ok(()) } else { differ() }
-        }
-        (Value::Array(a), Value::Array(b)) => {
-            if a.len() != b.len() {
-                return Err(format!(
-                    "{at}: got {} items, expected {} (got {})",
-                    a.len(),
-                    b.len(),
-                    short_json(got)
-                ));
-            }
-            for (i, (x, y)) in a.iter().zip(b).enumerate() {
-                compare(x, y, tolerance, &format!("{at}[{i}]"))?;
-            }
-            Ok(())
-        }
-        (Value::Object(a), Value::Object(b)) => {
-            if let (Some(Value::Array(xs)), Some(Value::Array(ys)), 1, 1) =
-                (a.get("set"), b.get("set"), a.len(), b.len())
-            {
-                if xs.len() != ys.len() {
-                    return differ();
-                }
-                let mut used = vec![false; xs.len()];
-                for y in ys {
-                    let hit = xs
-                        .iter()
-                        .enumerate()
-                        .position(|(i, x)| !used[i] && compare(x, y, tolerance, at).is_ok());
-                    match hit {
-                        Some(i) => used[i] = true,
-                        None => return differ(),
-                    }
-                }
-                return Ok(());
-            }
-            if a.len() != b.len() || a.keys().any(|k| !b.contains_key(k)) {
-                return Err(format!(
-                    "{at}: got keys {:?}, expected {:?}",
-                    a.keys().take(20).collect::<Vec<_>>(),
-                    b.keys().take(20).collect::<Vec<_>>()
-                ));
-            }
-            for (k, y) in b {
-                compare(&a[k], y, tolerance, &format!("{at}.{k}"))?;
-            }
-            Ok(())
-        }
-        _ => differ(),
-    }
+    let got = Canonical::from_json(got).map_err(|e| format!("the inspector's output: {e}"))?;
+    let want = Canonical::from_json(want).map_err(|e| format!("the expected value: {e}"))?;
+    got.compare(&want, tolerance, "value")
+        .map_err(|m| m.to_string())
 }
 
 /// A step outcome in words: [`StepOutcome::label`], with a trap's message.
@@ -566,17 +494,8 @@ pub fn describe_outcome(o: &StepOutcome) -> String {
     }
 }
 
-fn short_json(v: &serde_json::Value) -> String {
-    one_line(&v.to_string(), 160)
-}
-
 fn one_line(s: &str, n: usize) -> String {
-    let first = s.lines().next().unwrap_or_default();
-    let mut out: String = first.chars().take(n).collect();
-    if out.len() < s.len() {
-        out.push('…');
-    }
-    out
+    crate::canonical::short(s, n)
 }
 
 fn agent_ms(steps: &[SessionStep]) -> u64 {
@@ -750,32 +669,5 @@ impl Environment for SessionEnv {
 
     fn reference_solution(&self) -> Option<Vec<AgentAction>> {
         Some(crate::verifier::reference_solution(&self.spec))
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use serde_json::json;
-
-    #[test]
-    fn comparison_is_typed_and_sets_are_unordered() {
-        let ok = |a: serde_json::Value, b: serde_json::Value| compare(&a, &b, None, "v").is_ok();
-        assert!(ok(json!([1, "a", null]), json!([1, "a", null])));
-        assert!(!ok(json!(1), json!(1.0)), "int and float differ");
-        assert!(ok(json!(2.5), json!(2.5)));
-        assert!(compare(&json!(0.30000000000000004), &json!(0.3), Some(1e-9), "v").is_ok());
-        assert!(!ok(json!(0.30000000000000004), json!(0.3)));
-        assert!(ok(json!({"set": [1, 2, 3]}), json!({"set": [3, 1, 2]})));
-        assert!(!ok(json!({"set": [1, 2]}), json!({"set": [1, 1]})));
-        assert!(ok(
-            json!({"b": 1, "a": [true]}),
-            json!({"a": [true], "b": 1})
-        ));
-        assert!(!ok(json!({"a": 1}), json!({"a": 1, "b": 2})));
-        assert!(!ok(json!({"tuple": [1]}), json!([1])));
-        assert!(!ok(json!(true), json!(1)));
-        let e = compare(&json!([1, [2, 3]]), &json!([1, [2, 4]]), None, "v").unwrap_err();
-        assert!(e.contains("v[1][1]"), "{e}");
     }
 }
