@@ -16,16 +16,13 @@
 use std::sync::OnceLock;
 use std::time::{Duration, Instant};
 
-use arbor_rollout::env::{
-    HardConstraints, ProcessDiagnostics, SoftQuality, TaskOutcome, Violation, ViolationKind,
-};
+use arbor_rollout::env::{ProcessDiagnostics, SoftQuality, TaskOutcome, Violation, ViolationKind};
 use arbor_rollout::{
     AgentAction, EnvError, EnvLimits, EnvObservation, EnvSandbox, EnvSnapshot, Environment,
     Episode, EpisodeStep, StepResult, Verdict,
 };
 use arbor_runtime::Runtime;
 use arbor_runtime::layer::{self, MergedView};
-use arbor_runtime::store::object::EntryKind;
 use arbor_runtime::wasm::inspect::Inspected;
 use arbor_runtime::wasm::{
     BootSpec, StepOutcome, WasmError, WasmLimits, WasmRuntime, WasmSandbox, WasmSnapshot,
@@ -33,13 +30,11 @@ use arbor_runtime::wasm::{
 use serde::Serialize;
 
 use crate::canonical::Canonical;
+use crate::skeleton::{self, StepFacts, TaskBackend};
 use crate::task::{
     DEFAULT_STEP_FUEL, SessionCheck, SessionTarget, TaskSpec, WorkspaceCheck, WorkspaceExpect,
 };
-use crate::verifier::{
-    cap, hash_dir, integrity, line_changes, millis, nonce_bytes, observation, path_violations,
-    step_limit_violation, tail, time_limit_violation,
-};
+use crate::verifier::{cap, integrity, millis, nonce_bytes, observation, tail};
 
 /// Version of the preparation; part of the root cache key.
 const PREPARE_VERSION: &str = "arbor-session-task-v1";
@@ -125,15 +120,11 @@ impl SessionEnv {
     /// # Errors
     /// The guest is not built, a setup step fails, runtime faults.
     pub fn prepare(runtime: &Runtime, spec: TaskSpec) -> Result<Self, EnvError> {
-        let task_err = |message: String| EnvError::Task {
-            task: spec.id.clone(),
-            message,
-        };
         // The runtime owns the WebAssembly backend (one per store and limits)
         // and remembers roots by content, so every episode and every
         // TaskEnv of this task shares one root.
         let wrt = runtime.wasm(runtime_limits()).map_err(wasm_err)?;
-        let key = content_key(&spec).map_err(&task_err)?;
+        let key = content_key(&spec)?;
         let root = wrt.memo_root(&key, || make_root(runtime, &wrt, &spec))?;
         Ok(Self {
             candidates: crate::verifier::shuffled_candidates(&spec),
@@ -245,17 +236,7 @@ impl SessionEnv {
     /// The layered verdict of `episode`. Runtime faults become a fault
     /// verdict (no reward), never a 0.
     pub fn verify(&self, episode: &SessionEpisode) -> Verdict {
-        let mut process = ProcessDiagnostics {
-            steps: episode.steps.len(),
-            commands: episode.steps.iter().filter(|s| s.action.is_exec()).count(),
-            failed: episode
-                .steps
-                .iter()
-                .filter(|s| s.outcome != StepOutcome::Ok)
-                .count(),
-            agent_ms: agent_ms(&episode.steps),
-            ..ProcessDiagnostics::default()
-        };
+        let mut process = self.process(&episode.steps);
         match self.verify_inner(episode, &mut process) {
             Ok(v) => v,
             Err(e) => Verdict::fault(e.to_string(), process),
@@ -273,7 +254,7 @@ impl SessionEnv {
             .map_err(|e| EnvError::Wasm(e.to_string()))?;
         let last = layer::merge_layers(store, &episode.last.manifest().layers)
             .map_err(|e| EnvError::Wasm(e.to_string()))?;
-        let mut hard = self.hard_constraints(episode, &base, &last);
+        let mut hard = self.hard_constraints(&episode.steps, &base, &last);
         // The static integrity layer, as for native tasks: over every code
         // step (each is new code) and every changed Python file.
         let allow = &self.spec.check_config.allow_static;
@@ -316,39 +297,6 @@ impl SessionEnv {
         };
         process.verify_checks_ms = millis(t1);
         Ok(Verdict::graded(hard, task, quality, process.clone()))
-    }
-
-    fn hard_constraints(
-        &self,
-        episode: &SessionEpisode,
-        base: &MergedView,
-        last: &MergedView,
-    ) -> HardConstraints {
-        let spec = &self.spec;
-        let mut violations = path_violations(spec, base, last);
-        let limits = spec.limits;
-        violations.extend(step_limit_violation(&limits, episode.steps.len()));
-        for (i, s) in episode.steps.iter().enumerate() {
-            let short = one_line(&s.action.text(), 60);
-            let kind = match &s.outcome {
-                StepOutcome::OutOfFuel | StepOutcome::Timeout => Some(ViolationKind::AgentTimeout),
-                StepOutcome::Trap { .. }
-                | StepOutcome::MemoryLimit
-                | StepOutcome::Exited { .. } => Some(ViolationKind::AgentCrash),
-                _ if s.duration_us / 1000 > limits.step_timeout_ms => {
-                    Some(ViolationKind::AgentTimeout)
-                }
-                _ => None,
-            };
-            if let Some(kind) = kind {
-                violations.push(Violation {
-                    kind,
-                    detail: format!("step {i} ({short}) ended the session: {:?}", s.outcome),
-                });
-            }
-        }
-        violations.extend(time_limit_violation(&limits, agent_ms(&episode.steps)));
-        HardConstraints { violations }
     }
 
     /// Run one session check in a fresh fork of `last`. `Ok(Err(why))`: the
@@ -399,47 +347,25 @@ impl SessionEnv {
         base: &MergedView,
         last: &MergedView,
     ) -> Result<SoftQuality, EnvError> {
-        let d = layer::diff(base, last);
         // Code size: the lines of Python the agent ran, plus the lines its
         // file changes touched.
-        let mut changed_lines: usize = episode
-            .steps
-            .iter()
-            .filter_map(|s| match &s.action {
-                AgentAction::Exec { command, .. } => Some(
-                    command
-                        .lines()
-                        .filter(|l| !l.trim().is_empty() && !l.trim().starts_with('#'))
-                        .count(),
-                ),
-                _ => None,
-            })
-            .sum();
-        if let Some(sb) = sb {
-            for path in d.added.iter().chain(&d.modified) {
-                let Some(EntryKind::File { size, .. }) = last.entries.get(path).map(|e| &e.kind)
-                else {
-                    continue;
-                };
-                if *size > 256 << 10 {
-                    continue;
-                }
-                let new = sb.read_file(path).unwrap_or_default();
-                let old = if d.modified.contains(path) {
-                    std::fs::read(self.spec.workspace.join(path)).unwrap_or_default()
-                } else {
-                    Vec::new()
-                };
-                changed_lines += line_changes(&old, &new);
+        let code = skeleton::code_lines(episode.steps.iter().map(|s| &s.action));
+        let files = match sb {
+            Some(sb) => {
+                let mut read =
+                    |path: &str| Ok::<_, EnvError>(Some(sb.read_file(path).unwrap_or_default()));
+                return skeleton::quality(
+                    &self.spec,
+                    base,
+                    last,
+                    code,
+                    skeleton::FinalFiles::Read(&mut read),
+                    false,
+                );
             }
-        }
-        Ok(SoftQuality {
-            added: d.added.len(),
-            modified: d.modified.len(),
-            deleted: d.deleted.len(),
-            changed_lines,
-            lint_errors: Vec::new(),
-        })
+            None => skeleton::FinalFiles::Unread,
+        };
+        skeleton::quality(&self.spec, base, last, code, files, false)
     }
 }
 
@@ -498,23 +424,20 @@ fn one_line(s: &str, n: usize) -> String {
     crate::canonical::short(s, n)
 }
 
-fn agent_ms(steps: &[SessionStep]) -> u64 {
-    steps.iter().map(|s| s.duration_us).sum::<u64>() / 1000
-}
-
 /// A hash of what the root depends on: `task.toml`, the workspace, the guest.
-fn content_key(spec: &TaskSpec) -> Result<String, String> {
-    let mut h = blake3::Hasher::new();
-    h.update(PREPARE_VERSION.as_bytes());
-    let guest_hash = guest_and_hash().map_err(|e| e.to_string())?;
-    h.update(guest_hash.1.as_bytes());
-    let toml = std::fs::read(spec.dir.join("task.toml")).map_err(|e| format!("task.toml: {e}"))?;
-    h.update(&toml);
-    if spec.workspace.is_dir() {
-        h.update(b"workspace");
-        hash_dir(&mut h, &spec.workspace, &spec.workspace)?;
-    }
-    Ok(hex::encode(&h.finalize().as_bytes()[..8]))
+fn content_key(spec: &TaskSpec) -> Result<String, EnvError> {
+    let guest_hash = guest_and_hash()?;
+    let h = skeleton::content_key(
+        spec,
+        PREPARE_VERSION,
+        &[guest_hash.1.as_bytes()],
+        &[("workspace", &spec.workspace, true)],
+    )
+    .map_err(|e| EnvError::Task {
+        task: spec.id.clone(),
+        message: e.to_string(),
+    })?;
+    Ok(skeleton::key_hex(&h, 8))
 }
 
 /// Boot the guest on the task's workspace and run its setup steps.
@@ -605,6 +528,40 @@ impl SessionEnv {
             steps,
             last: last.clone(),
         })
+    }
+}
+
+impl TaskBackend for SessionEnv {
+    type Step = SessionStep;
+
+    fn spec(&self) -> &TaskSpec {
+        &self.spec
+    }
+
+    fn facts(&self, index: usize, s: &SessionStep) -> StepFacts {
+        let kind = match &s.outcome {
+            StepOutcome::OutOfFuel | StepOutcome::Timeout => Some(ViolationKind::AgentTimeout),
+            StepOutcome::Trap { .. } | StepOutcome::MemoryLimit | StepOutcome::Exited { .. } => {
+                Some(ViolationKind::AgentCrash)
+            }
+            _ if s.duration_us / 1000 > self.spec.limits.step_timeout_ms => {
+                Some(ViolationKind::AgentTimeout)
+            }
+            _ => None,
+        };
+        StepFacts {
+            is_exec: s.action.is_exec(),
+            ok: s.outcome == StepOutcome::Ok,
+            duration_us: s.duration_us,
+            violation: kind.map(|kind| Violation {
+                kind,
+                detail: format!(
+                    "step {index} ({}) ended the session: {:?}",
+                    one_line(&s.action.text(), 60),
+                    s.outcome
+                ),
+            }),
+        }
     }
 }
 
