@@ -9,15 +9,20 @@
 //!   [`arbor_rollout::Environment`], with the layered verifier.
 //! - `session` (feature `wasm`): `SessionEnv`, a prepared `backend =
 //!   "wasm"` task (a Python session in the WebAssembly guest) and its verifier.
+//! - [`skeleton`]: what both kinds of task environment share (preparation
+//!   key, diagnostics, hard constraints, quality).
 //! - [`prepared`]: [`PreparedTask`], a task of either backend.
+//! - [`canonical`]: the one format (and comparator) of graded Python values.
 //! - [`canary`]: the generic attacks every task must score 0 on.
 //! - [`validate`]: `arbor task validate`.
 #![deny(missing_docs)]
 
 pub mod canary;
+pub mod canonical;
 pub mod prepared;
 #[cfg(feature = "wasm")]
 pub mod session;
+pub mod skeleton;
 pub mod suite;
 pub mod task;
 pub mod validate;

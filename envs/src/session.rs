@@ -16,29 +16,25 @@
 use std::sync::OnceLock;
 use std::time::{Duration, Instant};
 
-use arbor_rollout::env::{
-    HardConstraints, ProcessDiagnostics, SoftQuality, TaskOutcome, Violation, ViolationKind,
-};
+use arbor_rollout::env::{ProcessDiagnostics, SoftQuality, TaskOutcome, Violation, ViolationKind};
 use arbor_rollout::{
     AgentAction, EnvError, EnvLimits, EnvObservation, EnvSandbox, EnvSnapshot, Environment,
     Episode, EpisodeStep, StepResult, Verdict,
 };
 use arbor_runtime::Runtime;
 use arbor_runtime::layer::{self, MergedView};
-use arbor_runtime::store::object::EntryKind;
 use arbor_runtime::wasm::inspect::Inspected;
 use arbor_runtime::wasm::{
     BootSpec, StepOutcome, WasmError, WasmLimits, WasmRuntime, WasmSandbox, WasmSnapshot,
 };
 use serde::Serialize;
 
+use crate::canonical::Canonical;
+use crate::skeleton::{self, StepFacts, TaskBackend};
 use crate::task::{
     DEFAULT_STEP_FUEL, SessionCheck, SessionTarget, TaskSpec, WorkspaceCheck, WorkspaceExpect,
 };
-use crate::verifier::{
-    cap, hash_dir, integrity, line_changes, millis, nonce_bytes, observation, path_violations,
-    step_limit_violation, tail, time_limit_violation,
-};
+use crate::verifier::{cap, integrity, millis, nonce_bytes, observation, tail};
 
 /// Version of the preparation; part of the root cache key.
 const PREPARE_VERSION: &str = "arbor-session-task-v1";
@@ -124,15 +120,11 @@ impl SessionEnv {
     /// # Errors
     /// The guest is not built, a setup step fails, runtime faults.
     pub fn prepare(runtime: &Runtime, spec: TaskSpec) -> Result<Self, EnvError> {
-        let task_err = |message: String| EnvError::Task {
-            task: spec.id.clone(),
-            message,
-        };
         // The runtime owns the WebAssembly backend (one per store and limits)
         // and remembers roots by content, so every episode and every
         // TaskEnv of this task shares one root.
         let wrt = runtime.wasm(runtime_limits()).map_err(wasm_err)?;
-        let key = content_key(&spec).map_err(&task_err)?;
+        let key = content_key(&spec)?;
         let root = wrt.memo_root(&key, || make_root(runtime, &wrt, &spec))?;
         Ok(Self {
             candidates: crate::verifier::shuffled_candidates(&spec),
@@ -244,17 +236,7 @@ impl SessionEnv {
     /// The layered verdict of `episode`. Runtime faults become a fault
     /// verdict (no reward), never a 0.
     pub fn verify(&self, episode: &SessionEpisode) -> Verdict {
-        let mut process = ProcessDiagnostics {
-            steps: episode.steps.len(),
-            commands: episode.steps.iter().filter(|s| s.action.is_exec()).count(),
-            failed: episode
-                .steps
-                .iter()
-                .filter(|s| s.outcome != StepOutcome::Ok)
-                .count(),
-            agent_ms: agent_ms(&episode.steps),
-            ..ProcessDiagnostics::default()
-        };
+        let mut process = self.process(&episode.steps);
         match self.verify_inner(episode, &mut process) {
             Ok(v) => v,
             Err(e) => Verdict::fault(e.to_string(), process),
@@ -272,7 +254,7 @@ impl SessionEnv {
             .map_err(|e| EnvError::Wasm(e.to_string()))?;
         let last = layer::merge_layers(store, &episode.last.manifest().layers)
             .map_err(|e| EnvError::Wasm(e.to_string()))?;
-        let mut hard = self.hard_constraints(episode, &base, &last);
+        let mut hard = self.hard_constraints(&episode.steps, &base, &last);
         // The static integrity layer, as for native tasks: over every code
         // step (each is new code) and every changed Python file.
         let allow = &self.spec.check_config.allow_static;
@@ -317,39 +299,6 @@ impl SessionEnv {
         Ok(Verdict::graded(hard, task, quality, process.clone()))
     }
 
-    fn hard_constraints(
-        &self,
-        episode: &SessionEpisode,
-        base: &MergedView,
-        last: &MergedView,
-    ) -> HardConstraints {
-        let spec = &self.spec;
-        let mut violations = path_violations(spec, base, last);
-        let limits = spec.limits;
-        violations.extend(step_limit_violation(&limits, episode.steps.len()));
-        for (i, s) in episode.steps.iter().enumerate() {
-            let short = one_line(&s.action.text(), 60);
-            let kind = match &s.outcome {
-                StepOutcome::OutOfFuel | StepOutcome::Timeout => Some(ViolationKind::AgentTimeout),
-                StepOutcome::Trap { .. }
-                | StepOutcome::MemoryLimit
-                | StepOutcome::Exited { .. } => Some(ViolationKind::AgentCrash),
-                _ if s.duration_us / 1000 > limits.step_timeout_ms => {
-                    Some(ViolationKind::AgentTimeout)
-                }
-                _ => None,
-            };
-            if let Some(kind) = kind {
-                violations.push(Violation {
-                    kind,
-                    detail: format!("step {i} ({short}) ended the session: {:?}", s.outcome),
-                });
-            }
-        }
-        violations.extend(time_limit_violation(&limits, agent_ms(&episode.steps)));
-        HardConstraints { violations }
-    }
-
     /// Run one session check in a fresh fork of `last`. `Ok(Err(why))`: the
     /// check failed; `Err`: a runtime fault.
     fn session_check(
@@ -384,7 +333,7 @@ impl SessionEnv {
             }
         }
         Ok(match sb.inspect(&name).map_err(wasm_err)? {
-            Inspected::Value(v) => compare(&v, &check.expect, check.tolerance, "value"),
+            Inspected::Value(v) => compare_canonical(&v, &check.expect, check.tolerance),
             Inspected::Refused(why) => Err(format!("not plain data: {}", tail(&why, 300))),
             Inspected::Undefined => Err(format!("{name} is not defined")),
             Inspected::Failed(o) => Err(format!("the inspector did not complete ({o:?})")),
@@ -398,47 +347,25 @@ impl SessionEnv {
         base: &MergedView,
         last: &MergedView,
     ) -> Result<SoftQuality, EnvError> {
-        let d = layer::diff(base, last);
         // Code size: the lines of Python the agent ran, plus the lines its
         // file changes touched.
-        let mut changed_lines: usize = episode
-            .steps
-            .iter()
-            .filter_map(|s| match &s.action {
-                AgentAction::Exec { command, .. } => Some(
-                    command
-                        .lines()
-                        .filter(|l| !l.trim().is_empty() && !l.trim().starts_with('#'))
-                        .count(),
-                ),
-                _ => None,
-            })
-            .sum();
-        if let Some(sb) = sb {
-            for path in d.added.iter().chain(&d.modified) {
-                let Some(EntryKind::File { size, .. }) = last.entries.get(path).map(|e| &e.kind)
-                else {
-                    continue;
-                };
-                if *size > 256 << 10 {
-                    continue;
-                }
-                let new = sb.read_file(path).unwrap_or_default();
-                let old = if d.modified.contains(path) {
-                    std::fs::read(self.spec.workspace.join(path)).unwrap_or_default()
-                } else {
-                    Vec::new()
-                };
-                changed_lines += line_changes(&old, &new);
+        let code = skeleton::code_lines(episode.steps.iter().map(|s| &s.action));
+        let files = match sb {
+            Some(sb) => {
+                let mut read =
+                    |path: &str| Ok::<_, EnvError>(Some(sb.read_file(path).unwrap_or_default()));
+                return skeleton::quality(
+                    &self.spec,
+                    base,
+                    last,
+                    code,
+                    skeleton::FinalFiles::Read(&mut read),
+                    false,
+                );
             }
-        }
-        Ok(SoftQuality {
-            added: d.added.len(),
-            modified: d.modified.len(),
-            deleted: d.deleted.len(),
-            changed_lines,
-            lint_errors: Vec::new(),
-        })
+            None => skeleton::FinalFiles::Unread,
+        };
+        skeleton::quality(&self.spec, base, last, code, files, false)
     }
 }
 
@@ -464,98 +391,25 @@ fn workspace_check(sb: &WasmSandbox, check: &WorkspaceCheck) -> Result<(), Strin
         WorkspaceExpect::Json(expect) => {
             let v: serde_json::Value = serde_json::from_slice(&bytes)
                 .map_err(|e| format!("{} is not JSON: {e}", check.path))?;
-            compare(&v, expect, None, &check.path)
+            let got = Canonical::from_plain_json(&v).map_err(|e| e.to_string())?;
+            let want = Canonical::from_plain_json(expect).map_err(|e| e.to_string())?;
+            got.compare(&want, None, &check.path)
+                .map_err(|m| m.to_string())
         }
     }
 }
 
-/// Compare canonical JSON `got` with `want`: same shape, objects by key,
-/// `{"set": [...]}` as multisets, integers and floats never equal to each
-/// other, floats within `tolerance` (exact without one).
-pub fn compare(
+/// Compare a value the inspector read with a check's expected canonical
+/// JSON.
+fn compare_canonical(
     got: &serde_json::Value,
     want: &serde_json::Value,
     tolerance: Option<f64>,
-    at: &str,
 ) -> Result<(), String> {
-    use serde_json::Value;
-    let differ = || {
-        Err(format!(
-            "{at}: got {}, expected {}",
-            short_json(got),
-            short_json(want)
-        ))
-    };
-    match (got, want) {
-        (Value::Null, Value::Null) => Ok(()),
-        (Value::Bool(a), Value::Bool(b)) if a == b => Ok(()),
-        (Value::String(a), Value::String(b)) if a == b => Ok(()),
-        (Value::Number(a), Value::Number(b)) => {
-            if a.is_f64() != b.is_f64() {
-                return Err(format!(
-                    "{at}: got {a}, expected {b} (an int and a float differ)"
-                ));
-            }
-            let equal = if a.is_f64() {
-                let (x, y) = (
-                    a.as_f64().unwrap_or(f64::NAN),
-                    b.as_f64().unwrap_or(f64::NAN),
-                );
-                x == y || tolerance.is_some_and(|t| (x - y).abs() <= t)
-            } else {
-                a.as_i64().is_some() && a.as_i64() == b.as_i64()
-                    || a.as_u64().is_some() && a.as_u64() == b.as_u64()
-            };
-            if equal { Ok(()) } else { differ() }
-        }
-        (Value::Array(a), Value::Array(b)) => {
-            if a.len() != b.len() {
-                return Err(format!(
-                    "{at}: got {} items, expected {} (got {})",
-                    a.len(),
-                    b.len(),
-                    short_json(got)
-                ));
-            }
-            for (i, (x, y)) in a.iter().zip(b).enumerate() {
-                compare(x, y, tolerance, &format!("{at}[{i}]"))?;
-            }
-            Ok(())
-        }
-        (Value::Object(a), Value::Object(b)) => {
-            if let (Some(Value::Array(xs)), Some(Value::Array(ys)), 1, 1) =
-                (a.get("set"), b.get("set"), a.len(), b.len())
-            {
-                if xs.len() != ys.len() {
-                    return differ();
-                }
-                let mut used = vec![false; xs.len()];
-                for y in ys {
-                    let hit = xs
-                        .iter()
-                        .enumerate()
-                        .position(|(i, x)| !used[i] && compare(x, y, tolerance, at).is_ok());
-                    match hit {
-                        Some(i) => used[i] = true,
-                        None => return differ(),
-                    }
-                }
-                return Ok(());
-            }
-            if a.len() != b.len() || a.keys().any(|k| !b.contains_key(k)) {
-                return Err(format!(
-                    "{at}: got keys {:?}, expected {:?}",
-                    a.keys().take(20).collect::<Vec<_>>(),
-                    b.keys().take(20).collect::<Vec<_>>()
-                ));
-            }
-            for (k, y) in b {
-                compare(&a[k], y, tolerance, &format!("{at}.{k}"))?;
-            }
-            Ok(())
-        }
-        _ => differ(),
-    }
+    let got = Canonical::from_json(got).map_err(|e| format!("the inspector's output: {e}"))?;
+    let want = Canonical::from_json(want).map_err(|e| format!("the expected value: {e}"))?;
+    got.compare(&want, tolerance, "value")
+        .map_err(|m| m.to_string())
 }
 
 /// A step outcome in words: [`StepOutcome::label`], with a trap's message.
@@ -566,36 +420,24 @@ pub fn describe_outcome(o: &StepOutcome) -> String {
     }
 }
 
-fn short_json(v: &serde_json::Value) -> String {
-    one_line(&v.to_string(), 160)
-}
-
 fn one_line(s: &str, n: usize) -> String {
-    let first = s.lines().next().unwrap_or_default();
-    let mut out: String = first.chars().take(n).collect();
-    if out.len() < s.len() {
-        out.push('…');
-    }
-    out
-}
-
-fn agent_ms(steps: &[SessionStep]) -> u64 {
-    steps.iter().map(|s| s.duration_us).sum::<u64>() / 1000
+    crate::canonical::short(s, n)
 }
 
 /// A hash of what the root depends on: `task.toml`, the workspace, the guest.
-fn content_key(spec: &TaskSpec) -> Result<String, String> {
-    let mut h = blake3::Hasher::new();
-    h.update(PREPARE_VERSION.as_bytes());
-    let guest_hash = guest_and_hash().map_err(|e| e.to_string())?;
-    h.update(guest_hash.1.as_bytes());
-    let toml = std::fs::read(spec.dir.join("task.toml")).map_err(|e| format!("task.toml: {e}"))?;
-    h.update(&toml);
-    if spec.workspace.is_dir() {
-        h.update(b"workspace");
-        hash_dir(&mut h, &spec.workspace, &spec.workspace)?;
-    }
-    Ok(hex::encode(&h.finalize().as_bytes()[..8]))
+fn content_key(spec: &TaskSpec) -> Result<String, EnvError> {
+    let guest_hash = guest_and_hash()?;
+    let h = skeleton::content_key(
+        spec,
+        PREPARE_VERSION,
+        &[guest_hash.1.as_bytes()],
+        &[("workspace", &spec.workspace, true)],
+    )
+    .map_err(|e| EnvError::Task {
+        task: spec.id.clone(),
+        message: e.to_string(),
+    })?;
+    Ok(skeleton::key_hex(&h, 8))
 }
 
 /// Boot the guest on the task's workspace and run its setup steps.
@@ -689,6 +531,40 @@ impl SessionEnv {
     }
 }
 
+impl TaskBackend for SessionEnv {
+    type Step = SessionStep;
+
+    fn spec(&self) -> &TaskSpec {
+        &self.spec
+    }
+
+    fn facts(&self, index: usize, s: &SessionStep) -> StepFacts {
+        let kind = match &s.outcome {
+            StepOutcome::OutOfFuel | StepOutcome::Timeout => Some(ViolationKind::AgentTimeout),
+            StepOutcome::Trap { .. } | StepOutcome::MemoryLimit | StepOutcome::Exited { .. } => {
+                Some(ViolationKind::AgentCrash)
+            }
+            _ if s.duration_us / 1000 > self.spec.limits.step_timeout_ms => {
+                Some(ViolationKind::AgentTimeout)
+            }
+            _ => None,
+        };
+        StepFacts {
+            is_exec: s.action.is_exec(),
+            ok: s.outcome == StepOutcome::Ok,
+            duration_us: s.duration_us,
+            violation: kind.map(|kind| Violation {
+                kind,
+                detail: format!(
+                    "step {index} ({}) ended the session: {:?}",
+                    one_line(&s.action.text(), 60),
+                    s.outcome
+                ),
+            }),
+        }
+    }
+}
+
 /// Rollouts, credit and the attached trainer drive session tasks like
 /// native ones: a tree's nodes are session snapshots, and siblings are
 /// forks of the same live interpreter state.
@@ -750,32 +626,5 @@ impl Environment for SessionEnv {
 
     fn reference_solution(&self) -> Option<Vec<AgentAction>> {
         Some(crate::verifier::reference_solution(&self.spec))
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use serde_json::json;
-
-    #[test]
-    fn comparison_is_typed_and_sets_are_unordered() {
-        let ok = |a: serde_json::Value, b: serde_json::Value| compare(&a, &b, None, "v").is_ok();
-        assert!(ok(json!([1, "a", null]), json!([1, "a", null])));
-        assert!(!ok(json!(1), json!(1.0)), "int and float differ");
-        assert!(ok(json!(2.5), json!(2.5)));
-        assert!(compare(&json!(0.30000000000000004), &json!(0.3), Some(1e-9), "v").is_ok());
-        assert!(!ok(json!(0.30000000000000004), json!(0.3)));
-        assert!(ok(json!({"set": [1, 2, 3]}), json!({"set": [3, 1, 2]})));
-        assert!(!ok(json!({"set": [1, 2]}), json!({"set": [1, 1]})));
-        assert!(ok(
-            json!({"b": 1, "a": [true]}),
-            json!({"a": [true], "b": 1})
-        ));
-        assert!(!ok(json!({"a": 1}), json!({"a": 1, "b": 2})));
-        assert!(!ok(json!({"tuple": [1]}), json!([1])));
-        assert!(!ok(json!(true), json!(1)));
-        let e = compare(&json!([1, [2, 3]]), &json!([1, [2, 4]]), None, "v").unwrap_err();
-        assert!(e.contains("v[1][1]"), "{e}");
     }
 }

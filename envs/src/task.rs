@@ -1062,6 +1062,13 @@ fn session_checks(
         };
         let expect = expected_value(r.expect.as_ref(), r.expect_json.as_deref())
             .map_err(|m| at(c.span(), field("expect"), m))?;
+        crate::canonical::Canonical::from_json(&expect).map_err(|e| {
+            at(
+                c.span(),
+                field("expect"),
+                format!("not canonical JSON: {e}"),
+            )
+        })?;
         if let Some(t) = r.tolerance
             && !(t.is_finite() && t >= 0.0)
         {
@@ -1328,6 +1335,10 @@ json = { total = 3 }
 
         let e = load_err(&WASM.replace("expect = 42\n", "expect = 42\nexpect_json = \"42\"\n"));
         assert!(e.contains("session_check[0].expect"), "{e}");
+
+        let e = load_err(&WASM.replace("[2, null]", "5"));
+        assert!(e.contains("session_check[1].expect"), "{e}");
+        assert!(e.contains("not canonical JSON"), "{e}");
 
         let e = load_err(&WASM.replace("id = \"pair\"", "id = \"f\""));
         assert!(e.contains("not a unique check id"), "{e}");

@@ -264,3 +264,130 @@ fn branched_rollouts_fork_live_sessions_and_paths_replay_to_their_verdicts() {
         );
     }
 }
+
+/// Values graded natively (the strict runner's `canon`, run by the system
+/// Python) and in a session (the guest's native inspector) take the same
+/// canonical JSON, and the same values are refused by both.
+#[test]
+fn native_and_session_grading_share_one_canonical_format() {
+    use arbor_envs::canonical::Canonical;
+    use arbor_runtime::wasm::StepOutcome;
+    use arbor_runtime::wasm::inspect::Inspected;
+
+    const ACCEPTED: &[&str] = &[
+        "None",
+        "True",
+        "0",
+        "-5",
+        "2**63 - 1",
+        "2**63",
+        "-(2**63)",
+        "-(2**63) - 1",
+        "10**40",
+        "1.0",
+        "-0.0",
+        "1e300",
+        "1e16",
+        "1e15",
+        "1e-05",
+        "0.1 + 0.2",
+        "'é\"\\\\\\n\\x01 ok'",
+        "[1, (2, (3, ())), []]",
+        "((),)",
+        "{'b': 1, 'a': [2]}",
+        "{'tuple': 1}",
+        "{'set': [1]}",
+        "{'dict': {}}",
+        "{'int': '5'}",
+        "{'': 0, ' ': 1, 'é': 2, 'tuple': 3}",
+        "{1, 'a', 2.5, None, -3, 10**30}",
+        "frozenset({3, -1})",
+        "set()",
+        "{'k': [{'x': (1.5, 'y')}]}",
+    ];
+    const REFUSED: &[&str] = &[
+        "b'x'",
+        "{1: 2}",
+        "{(1, 2)}",
+        "float('nan')",
+        "float('inf')",
+        "type('L', (list,), {})()",
+        "bytearray(b'x')",
+        "eval('[' * 70 + ']' * 70)",
+    ];
+
+    // Native: the strict runner's serialiser, in the trusted interpreter.
+    let strict_dir = concat!(env!("CARGO_MANIFEST_DIR"), "/src/verifier");
+    let all: Vec<&str> = ACCEPTED.iter().chain(REFUSED).copied().collect();
+    let script = format!(
+        "import json, sys\nsys.path.insert(0, {strict_dir:?})\nimport strict\nout = []\n\
+         for e in json.load(sys.stdin):\n    try:\n        out.append({{'ok': strict.canon_text(strict.canon(eval(e)))}})\n\
+         \x20   except TypeError as x:\n        out.append({{'refused': str(x)}})\nprint(json.dumps(out))\n"
+    );
+    let mut child = std::process::Command::new("/usr/bin/python3")
+        .args(["-I", "-S", "-B", "-c", &script])
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    std::io::Write::write_all(
+        child.stdin.as_mut().unwrap(),
+        serde_json::to_string(&all).unwrap().as_bytes(),
+    )
+    .unwrap();
+    drop(child.stdin.take());
+    let out = child.wait_with_output().unwrap();
+    assert!(out.status.success(), "{out:?}");
+    let native: Vec<serde_json::Value> = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(native.len(), all.len());
+
+    // Session: the guest's inspector, in a fresh fork per value.
+    let env = env("session-topk-1");
+    let inspect = |expr: &str| {
+        let mut sb = env.root().open().unwrap();
+        let r = sb.step(&format!("_arbor_v = {expr}\n")).unwrap();
+        assert_eq!(r.outcome, StepOutcome::Ok, "{expr}: {}", r.stderr_text());
+        sb.inspect("_arbor_v").unwrap()
+    };
+    let mut sessions = Vec::new();
+    for (expr, n) in all.iter().zip(&native) {
+        let session = inspect(expr);
+        if ACCEPTED.contains(expr) {
+            let text = n["ok"]
+                .as_str()
+                .unwrap_or_else(|| panic!("{expr}: refused natively: {n}"));
+            let native_json: serde_json::Value = serde_json::from_str(text).unwrap();
+            let Inspected::Value(session_json) = &session else {
+                panic!("{expr}: the inspector gave {session:?}");
+            };
+            assert_eq!(
+                &native_json, session_json,
+                "{expr}: the same canonical JSON"
+            );
+            let (a, b) = (
+                Canonical::from_json(&native_json).unwrap(),
+                Canonical::from_json(session_json).unwrap(),
+            );
+            assert!(a.equals(&b), "{expr}: the comparator agrees");
+            assert_eq!(a.to_json(), native_json, "{expr}: already canonical");
+            sessions.push(b);
+        } else {
+            assert!(n.get("refused").is_some(), "{expr}: accepted natively: {n}");
+            assert!(
+                matches!(session, Inspected::Refused(_)),
+                "{expr}: the inspector gave {session:?}"
+            );
+        }
+    }
+    // Control: a value that differs is caught, by value and by type.
+    for (i, a) in sessions.iter().enumerate() {
+        for (j, b) in sessions.iter().enumerate() {
+            if i != j && a.to_json() != b.to_json() {
+                assert!(!a.equals(b), "{} vs {}", ACCEPTED[i], ACCEPTED[j]);
+            }
+        }
+    }
+    let pair = Canonical::from_json(&serde_json::json!({"tuple": [1, 2]})).unwrap();
+    let list = Canonical::from_json(&serde_json::json!([1, 2])).unwrap();
+    assert!(!pair.equals(&list), "a tuple is not a list");
+}

@@ -132,10 +132,10 @@ fn config_json(spec: &TaskSpec) -> String {
 /// # Errors
 /// A message naming the file that could not be copied or written, or the
 /// missing trusted site of a pytest task.
-pub(crate) fn write_checks_dir(spec: &TaskSpec, dst: &Path) -> Result<(), String> {
+pub(crate) fn write_checks_dir(spec: &TaskSpec, dst: &Path) -> Result<(), ChecksDirError> {
     copy_tree(&spec.checks, dst)?;
     let arbor = dst.join(".arbor");
-    std::fs::create_dir_all(&arbor).map_err(|e| format!("{}: {e}", arbor.display()))?;
+    std::fs::create_dir_all(&arbor).map_err(io_at(&arbor))?;
     for (name, text) in [
         ("trusted.py", TRUSTED),
         ("arbor_runner.py", RUNNER),
@@ -143,10 +143,11 @@ pub(crate) fn write_checks_dir(spec: &TaskSpec, dst: &Path) -> Result<(), String
         ("arbor_strict.py", STRICT),
         ("subject.py", SUBJECT),
     ] {
-        std::fs::write(arbor.join(name), text).map_err(|e| format!("{name}: {e}"))?;
+        let path = arbor.join(name);
+        std::fs::write(&path, text).map_err(io_at(&path))?;
     }
-    std::fs::write(arbor.join("config.json"), config_json(spec))
-        .map_err(|e| format!("config.json: {e}"))?;
+    let config = arbor.join("config.json");
+    std::fs::write(&config, config_json(spec)).map_err(io_at(&config))?;
     precompile(&arbor);
     if spec.check_config.runner == CheckRunner::Pytest {
         let site = verifier_site()?;
@@ -156,13 +157,34 @@ pub(crate) fn write_checks_dir(spec: &TaskSpec, dst: &Path) -> Result<(), String
             if src.is_dir() {
                 copy_tree(&src, &dst_site.join(name))?;
             } else if src.is_file() {
-                std::fs::create_dir_all(&dst_site).map_err(|e| e.to_string())?;
-                std::fs::copy(&src, dst_site.join(name))
-                    .map_err(|e| format!("{}: {e}", src.display()))?;
+                std::fs::create_dir_all(&dst_site).map_err(io_at(&dst_site))?;
+                std::fs::copy(&src, dst_site.join(name)).map_err(io_at(&src))?;
             }
         }
     }
     Ok(())
+}
+
+/// Why the checks folder could not be written.
+#[derive(Debug, thiserror::Error)]
+pub enum ChecksDirError {
+    /// A file could not be read, copied or written.
+    #[error("{}: {source}", path.display())]
+    Io {
+        /// The file or folder.
+        path: PathBuf,
+        /// Why.
+        source: std::io::Error,
+    },
+    /// A pytest task's trusted site is missing.
+    #[error(transparent)]
+    Site(#[from] SiteError),
+}
+
+/// An I/O error at `path`, for `map_err`.
+fn io_at(path: &Path) -> impl FnOnce(std::io::Error) -> ChecksDirError + use<> {
+    let path = path.to_owned();
+    move |source| ChecksDirError::Io { path, source }
 }
 
 /// Bytecode of the runner's modules and the subject's program, made by the
@@ -198,17 +220,14 @@ with open(f"{d}/subject.marshal", "wb") as f:
 ///
 /// # Errors
 /// A message that says how to provide it.
-pub fn verifier_site() -> Result<PathBuf, String> {
+pub fn verifier_site() -> Result<PathBuf, SiteError> {
     let has_pytest = |d: &Path| d.join("pytest").is_dir() && d.join("_pytest").is_dir();
     if let Some(dir) = std::env::var_os(VERIFIER_SITE_ENV) {
         let dir = PathBuf::from(dir);
         return if has_pytest(&dir) {
             Ok(dir)
         } else {
-            Err(format!(
-                "{VERIFIER_SITE_ENV}={} holds no pytest (pip install --target DIR pytest)",
-                dir.display()
-            ))
+            Err(SiteError::NoPytest { dir })
         };
     }
     if let Ok(exe) = std::env::current_exe() {
@@ -225,27 +244,41 @@ pub fn verifier_site() -> Result<PathBuf, String> {
             }
         }
     }
-    Err(format!(
+    Err(SiteError::NotFound)
+}
+
+/// Why the trusted site with pytest was not found.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum SiteError {
+    /// `$ARBOR_VERIFIER_SITE` names a folder without pytest.
+    #[error("{VERIFIER_SITE_ENV}={} holds no pytest (pip install --target DIR pytest)", dir.display())]
+    NoPytest {
+        /// The folder.
+        dir: PathBuf,
+    },
+    /// No `target/verifier-site` beside the program, and no
+    /// `$ARBOR_VERIFIER_SITE`.
+    #[error(
         "pytest checks need a trusted site with pytest: run .ci/prerequisites (it fills \
          target/verifier-site) or set {VERIFIER_SITE_ENV} to a directory made with \
          `pip install --target DIR pytest`"
-    ))
+    )]
+    NotFound,
 }
 
-fn copy_tree(src: &Path, dst: &Path) -> Result<(), String> {
-    std::fs::create_dir_all(dst).map_err(|e| format!("{}: {e}", dst.display()))?;
-    for e in std::fs::read_dir(src).map_err(|e| format!("{}: {e}", src.display()))? {
-        let e = e.map_err(|e| e.to_string())?;
+fn copy_tree(src: &Path, dst: &Path) -> Result<(), ChecksDirError> {
+    std::fs::create_dir_all(dst).map_err(io_at(dst))?;
+    for e in std::fs::read_dir(src).map_err(io_at(src))? {
+        let e = e.map_err(io_at(src))?;
         let from = e.path();
         let to = dst.join(e.file_name());
-        let meta =
-            std::fs::symlink_metadata(&from).map_err(|e| format!("{}: {e}", from.display()))?;
+        let meta = std::fs::symlink_metadata(&from).map_err(io_at(&from))?;
         if meta.is_dir() {
             if e.file_name() != "__pycache__" {
                 copy_tree(&from, &to)?;
             }
         } else if meta.is_file() {
-            std::fs::copy(&from, &to).map_err(|e| format!("{}: {e}", from.display()))?;
+            std::fs::copy(&from, &to).map_err(io_at(&from))?;
         }
     }
     Ok(())

@@ -20,12 +20,11 @@ pub mod integrity;
 mod recheck;
 
 use std::collections::BTreeMap;
-use std::path::Path;
 use std::time::Instant;
 
 use arbor_rollout::env::{
-    EpisodeStep, HardConstraints, ProcessDiagnostics, SoftQuality, TaskOutcome, Violation,
-    ViolationKind, describe_exit,
+    EpisodeStep, ProcessDiagnostics, SoftQuality, TaskOutcome, Violation, ViolationKind,
+    describe_exit,
 };
 use arbor_rollout::{
     AgentAction, EnvError, EnvLimits, EnvObservation, EnvSandbox, EnvSnapshot, Environment,
@@ -33,14 +32,15 @@ use arbor_rollout::{
 };
 use arbor_runtime::layer::{self, MergedView};
 use arbor_runtime::sandbox::ChangeKind;
-use arbor_runtime::store::object::{EntryKind, ExitStatus};
+use arbor_runtime::store::object::ExitStatus;
 use arbor_runtime::{ExecOptions, Runtime, Sandbox, SandboxError, Snapshot};
 
-pub use checks::{VERIFIER_SITE_ENV, verifier_site};
+pub use checks::{ChecksDirError, SiteError, VERIFIER_SITE_ENV, verifier_site};
 pub(crate) use constraints::path_violations;
 pub use constraints::shadows_stdlib;
 pub use recheck::recheck;
 
+use crate::skeleton::{self, StepFacts, TaskBackend};
 use crate::task::{Backend, CandidateLabel, TaskSpec};
 
 /// Bytes of an action's output kept in an observation.
@@ -106,7 +106,7 @@ impl TaskEnv {
                 spec.backend
             )));
         }
-        let key = content_key(&spec).map_err(&task_err)?;
+        let key = content_key(&spec).map_err(|e| task_err(e.to_string()))?;
         let store = runtime.store();
         let root_tag = format!("task.{}.{key}", spec.id);
         let checks_tag = format!("checks.{}.{key}", spec.id);
@@ -118,7 +118,7 @@ impl TaskEnv {
             Some(id) => runtime.snapshot(&id)?,
             None => {
                 let tmp = tempfile::tempdir().map_err(|e| task_err(format!("tempdir: {e}")))?;
-                checks::write_checks_dir(&spec, tmp.path()).map_err(&task_err)?;
+                checks::write_checks_dir(&spec, tmp.path()).map_err(|e| task_err(e.to_string()))?;
                 runtime.import(tmp.path(), Some(&checks_tag))?
             }
         };
@@ -227,73 +227,25 @@ impl TaskEnv {
         Ok(self.verify(&episode))
     }
 
-    fn hard_constraints(
-        &self,
-        episode: &Episode,
-        base: &MergedView,
-        last: &MergedView,
-    ) -> HardConstraints {
-        let spec = &self.spec;
-        let mut violations = path_violations(spec, base, last);
-        let limits = spec.limits;
-        violations.extend(step_limit_violation(&limits, episode.steps.len()));
-        for (i, s) in episode.steps.iter().enumerate() {
-            match s.exit {
-                ExitStatus::Timeout => violations.push(Violation {
-                    kind: ViolationKind::AgentTimeout,
-                    detail: format!("step {i} ({}) timed out", s.action),
-                }),
-                ExitStatus::DiskLimit => violations.push(Violation {
-                    kind: ViolationKind::AgentDiskLimit,
-                    detail: format!("step {i} ({}) hit the disk limit", s.action),
-                }),
-                _ => {}
-            }
-        }
-        violations.extend(time_limit_violation(&limits, agent_ms(&episode.steps)));
-        HardConstraints { violations }
-    }
-
     fn quality(
         &self,
         sb: &mut Sandbox,
         base: &MergedView,
         last: &MergedView,
     ) -> Result<SoftQuality, SandboxError> {
-        let d = layer::diff(base, last);
-        let mut changed_lines = 0;
-        for path in d.added.iter().chain(&d.modified) {
-            let Some(EntryKind::File { size, .. }) = last.entries.get(path).map(|e| &e.kind) else {
-                continue;
-            };
-            if *size > 256 << 10 {
-                continue;
-            }
-            let new = match sb.read_file(path) {
-                Ok(b) => b,
-                Err(SandboxError::File(_)) => continue,
-                Err(e) => return Err(e),
-            };
-            let old = if d.modified.contains(path) {
-                std::fs::read(self.spec.workspace.join(path)).unwrap_or_default()
-            } else {
-                Vec::new()
-            };
-            changed_lines += line_changes(&old, &new);
-        }
-        changed_lines += d
-            .deleted
-            .iter()
-            .filter_map(|p| std::fs::read(self.spec.workspace.join(p)).ok())
-            .map(|old| line_changes(&old, b""))
-            .sum::<usize>();
-        Ok(SoftQuality {
-            added: d.added.len(),
-            modified: d.modified.len(),
-            deleted: d.deleted.len(),
-            changed_lines,
-            lint_errors: Vec::new(),
-        })
+        let mut read = |path: &str| match sb.read_file(path) {
+            Ok(b) => Ok(Some(b)),
+            Err(SandboxError::File(_)) => Ok(None),
+            Err(e) => Err(e),
+        };
+        skeleton::quality(
+            &self.spec,
+            base,
+            last,
+            0,
+            skeleton::FinalFiles::Read(&mut read),
+            true,
+        )
     }
 
     /// Run the hidden checks in `sb` and judge every check that decides
@@ -351,7 +303,7 @@ impl TaskEnv {
             layer::merge_layers(store, &root_snap.manifest().layers).map_err(SandboxError::from)?;
         let last =
             layer::merge_layers(store, &last_snap.manifest().layers).map_err(SandboxError::from)?;
-        let mut hard = self.hard_constraints(episode, &base, &last);
+        let mut hard = self.hard_constraints(&episode.steps, &base, &last);
         let mut sb = last_snap.open()?;
         sb.reset_session();
         let mut quality = self.quality(&mut sb, &base, &last)?;
@@ -409,6 +361,34 @@ impl TaskEnv {
         EnvError::Task {
             task: self.spec.id.clone(),
             message: "a native task was given a WebAssembly session's state".into(),
+        }
+    }
+}
+
+impl TaskBackend for TaskEnv {
+    type Step = EpisodeStep;
+
+    fn spec(&self) -> &TaskSpec {
+        &self.spec
+    }
+
+    fn facts(&self, index: usize, s: &EpisodeStep) -> StepFacts {
+        let violation = match s.exit {
+            ExitStatus::Timeout => Some(Violation {
+                kind: ViolationKind::AgentTimeout,
+                detail: format!("step {index} ({}) timed out", s.action),
+            }),
+            ExitStatus::DiskLimit => Some(Violation {
+                kind: ViolationKind::AgentDiskLimit,
+                detail: format!("step {index} ({}) hit the disk limit", s.action),
+            }),
+            _ => None,
+        };
+        StepFacts {
+            is_exec: s.action.is_exec(),
+            ok: s.exit == ExitStatus::Code { code: 0 },
+            duration_us: s.duration_us,
+            violation,
         }
     }
 }
@@ -478,17 +458,7 @@ impl Environment for TaskEnv {
     }
 
     fn verify(&self, episode: &Episode) -> Verdict {
-        let mut process = ProcessDiagnostics {
-            steps: episode.steps.len(),
-            commands: episode.steps.iter().filter(|s| s.action.is_exec()).count(),
-            failed: episode
-                .steps
-                .iter()
-                .filter(|s| s.exit != ExitStatus::Code { code: 0 })
-                .count(),
-            agent_ms: agent_ms(&episode.steps),
-            ..ProcessDiagnostics::default()
-        };
+        let mut process = self.process(&episode.steps);
         match self.verify_inner(episode, &mut process) {
             Ok(v) => v,
             Err(e) => Verdict::fault(e.to_string(), process),
@@ -547,26 +517,6 @@ pub(crate) fn reference_solution(spec: &TaskSpec) -> Vec<AgentAction> {
     } else {
         right
     }
-}
-
-/// The violation of an episode of `steps` actions past the task's step limit.
-pub(crate) fn step_limit_violation(limits: &EnvLimits, steps: usize) -> Option<Violation> {
-    (steps > limits.max_steps).then(|| Violation {
-        kind: ViolationKind::StepLimit,
-        detail: format!("{steps} actions, the task allows {}", limits.max_steps),
-    })
-}
-
-/// The violation of actions that took `agent_ms` in all, past the task's
-/// total time limit.
-pub(crate) fn time_limit_violation(limits: &EnvLimits, agent_ms: u64) -> Option<Violation> {
-    (agent_ms > limits.total_time_ms).then(|| Violation {
-        kind: ViolationKind::TimeLimit,
-        detail: format!(
-            "actions took {agent_ms} ms, the task allows {}",
-            limits.total_time_ms
-        ),
-    })
 }
 
 /// The candidates in a fixed order that does not follow their labels (a
@@ -639,31 +589,45 @@ pub(crate) fn runtime_err(e: arbor_runtime::store::StoreError) -> EnvError {
     EnvError::Sandbox(SandboxError::Store(e))
 }
 
+/// Why a task's preparation key could not be computed.
+#[derive(Debug, thiserror::Error)]
+pub enum PrepareKeyError {
+    /// A file of the task could not be read.
+    #[error(transparent)]
+    File(#[from] skeleton::KeyError),
+    /// The trusted site (pytest's distributions) could not be listed.
+    #[error("the trusted verifier site: {0}")]
+    Site(#[from] checks::SiteError),
+}
+
 /// A hash of everything preparation depends on: `task.toml`, the workspace,
 /// the checks and the runner.
-fn content_key(spec: &TaskSpec) -> Result<String, String> {
-    let mut h = blake3::Hasher::new();
-    h.update(PREPARE_VERSION.as_bytes());
-    for part in [
+fn content_key(spec: &TaskSpec) -> Result<String, PrepareKeyError> {
+    let parts = [
         checks::TRUSTED,
         checks::RUNNER,
         checks::BOUNDARY,
         checks::STRICT,
         checks::SUBJECT,
-    ] {
-        h.update(part.as_bytes());
-    }
-    let toml = std::fs::read(spec.dir.join("task.toml")).map_err(|e| format!("task.toml: {e}"))?;
-    h.update(&toml);
-    for (label, dir) in [("workspace", &spec.workspace), ("checks", &spec.checks)] {
-        h.update(label.as_bytes());
-        hash_dir(&mut h, dir, dir)?;
-    }
+    ]
+    .map(str::as_bytes);
+    let mut h = skeleton::content_key(
+        spec,
+        PREPARE_VERSION,
+        &parts,
+        &[
+            ("workspace", &spec.workspace, false),
+            ("checks", &spec.checks, false),
+        ],
+    )?;
     if spec.check_config.runner == crate::task::CheckRunner::Pytest {
         // The trusted site's distributions (pytest 8.3.4, ...) by name.
         let site = verifier_site()?;
         let mut dists: Vec<String> = std::fs::read_dir(&site)
-            .map_err(|e| format!("{}: {e}", site.display()))?
+            .map_err(|source| skeleton::KeyError {
+                path: site.clone(),
+                source,
+            })?
             .filter_map(Result::ok)
             .map(|e| e.file_name().to_string_lossy().into_owned())
             .filter(|n| n.ends_with(".dist-info"))
@@ -671,46 +635,7 @@ fn content_key(spec: &TaskSpec) -> Result<String, String> {
         dists.sort();
         h.update(dists.join("\n").as_bytes());
     }
-    Ok(hex::encode(&h.finalize().as_bytes()[..6]))
-}
-
-pub(crate) fn hash_dir(h: &mut blake3::Hasher, root: &Path, dir: &Path) -> Result<(), String> {
-    let mut entries: Vec<_> = std::fs::read_dir(dir)
-        .map_err(|e| format!("{}: {e}", dir.display()))?
-        .filter_map(Result::ok)
-        .collect();
-    entries.sort_by_key(std::fs::DirEntry::file_name);
-    for e in entries {
-        let path = e.path();
-        let rel = path
-            .strip_prefix(root)
-            .unwrap_or(&path)
-            .to_string_lossy()
-            .into_owned();
-        let meta =
-            std::fs::symlink_metadata(&path).map_err(|e| format!("{}: {e}", path.display()))?;
-        h.update(rel.as_bytes());
-        h.update(&[0]);
-        if meta.is_dir() {
-            h.update(b"d");
-            hash_dir(h, root, &path)?;
-        } else if meta.file_type().is_symlink() {
-            h.update(b"l");
-            let t = std::fs::read_link(&path).map_err(|e| format!("{}: {e}", path.display()))?;
-            h.update(t.to_string_lossy().as_bytes());
-        } else {
-            use std::os::unix::fs::PermissionsExt;
-            h.update(&meta.permissions().mode().to_le_bytes());
-            let data = std::fs::read(&path).map_err(|e| format!("{}: {e}", path.display()))?;
-            h.update(&(data.len() as u64).to_le_bytes());
-            h.update(&data);
-        }
-    }
-    Ok(())
-}
-
-fn agent_ms(steps: &[EpisodeStep]) -> u64 {
-    steps.iter().map(|s| s.duration_us).sum::<u64>() / 1000
+    Ok(skeleton::key_hex(&h, 6))
 }
 
 pub(crate) fn millis(t: Instant) -> u64 {
@@ -755,38 +680,4 @@ pub(crate) fn tail(s: &str, n: usize) -> String {
         start += 1;
     }
     format!("...{}", &s[start..])
-}
-
-/// Lines added plus lines removed between two texts (a multiset comparison,
-/// which is exact for pure insertions and deletions and close otherwise).
-pub(crate) fn line_changes(old: &[u8], new: &[u8]) -> usize {
-    fn count(b: &[u8]) -> BTreeMap<&[u8], isize> {
-        let mut m: BTreeMap<&[u8], isize> = BTreeMap::new();
-        for l in b.split(|c| *c == b'\n').filter(|l| !l.is_empty()) {
-            *m.entry(l).or_default() += 1;
-        }
-        m
-    }
-    let (a, b) = (count(old), count(new));
-    let mut total = 0isize;
-    for (l, n) in &a {
-        total += (n - b.get(l).copied().unwrap_or(0)).max(0);
-    }
-    for (l, n) in &b {
-        total += (n - a.get(l).copied().unwrap_or(0)).max(0);
-    }
-    total.unsigned_abs()
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn line_changes_count_insertions_and_deletions() {
-        assert_eq!(line_changes(b"a\nb\nc\n", b"a\nb\nc\n"), 0);
-        assert_eq!(line_changes(b"a\nb\n", b"a\nx\nb\n"), 1);
-        assert_eq!(line_changes(b"a\nb\n", b"a\nc\n"), 2);
-        assert_eq!(line_changes(b"", b"a\nb\n"), 2);
-    }
 }

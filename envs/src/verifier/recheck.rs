@@ -1,60 +1,116 @@
 //! The arbor process's own re-evaluation of a strict check's recorded
 //! assertions (defence in depth behind the trusted runner): the runner
-//! serialises each comparison's operands as canonical plain data, and a
-//! passing test stands only if every comparison holds here too.
+//! records each comparison's operands as [`Canonical`] JSON (the inspector's
+//! format, see [`crate::canonical`]), and a passing test stands only if
+//! every comparison holds here too.
 //!
-//! Canonical values are `[tag, payload]`: `["none"]`, `["bool", b]`,
-//! `["int", "digits"]`, `["float", "repr"]`, `["str", s]`, `["bytes", hex]`,
-//! `["list"|"tuple"|"set"|"frozenset", [items]]`, `["dict", [[k, v], ...]]`.
+//! A recorded assertion is `[op, operand...]`: `["eq", a, b]`, `["ne", a,
+//! b]`, `["true", a]`, `["false", a]`, `["in", member, container]`,
+//! `["notin", member, container]`, `["near", a, b, tolerance]`, `["lt"|"le"|
+//! "gt"|"ge", a, b]`, `["raises"]`, or `["overflow"]` when the runner
+//! recorded too much to send.
+
+use crate::canonical::{Canonical, CanonicalError, Mismatch};
+
+/// Why a passing test's recorded assertions do not stand.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum RecheckError {
+    /// The test recorded no assertion (a strict test must assert something).
+    #[error("the test recorded no assertion")]
+    Nothing,
+    /// The runner recorded more than it could send.
+    #[error("too much recorded data to verify")]
+    Overflow,
+    /// A recorded assertion that is not `[op, operands...]`.
+    #[error("assertion {index}: {problem}")]
+    Malformed {
+        /// Its position.
+        index: usize,
+        /// What is wrong with it.
+        problem: String,
+    },
+    /// An operand that is not canonical data.
+    #[error("assertion {index}: {source}")]
+    Operand {
+        /// The assertion's position.
+        index: usize,
+        /// Why.
+        source: CanonicalError,
+    },
+    /// An operation that does not apply to its operands (`in` on a number).
+    #[error("assertion {index}: {source}")]
+    Operation {
+        /// The assertion's position.
+        index: usize,
+        /// Why.
+        source: Mismatch,
+    },
+    /// The comparison does not hold here.
+    #[error("assertion {index} does not hold: {text}")]
+    Fails {
+        /// Its position.
+        index: usize,
+        /// The assertion, shortened.
+        text: String,
+    },
+}
 
 /// Re-evaluate a passing test's recorded assertions here, in the verifier
 /// process: the runner only serialises the values (canonical plain data), so
 /// a passing test stands only if every comparison it made holds here too,
 /// whatever the agent's code did to the interpreter. A passing test must
 /// have recorded at least one assertion.
-pub fn recheck(asserts: &[serde_json::Value]) -> Result<(), String> {
+///
+/// # Errors
+/// [`RecheckError`]: no assertion, an overflow, a malformed record, or the
+/// first comparison that does not hold.
+pub fn recheck(asserts: &[serde_json::Value]) -> Result<(), RecheckError> {
     if asserts.is_empty() {
-        return Err("the test recorded no assertion".to_owned());
+        return Err(RecheckError::Nothing);
     }
-    for (i, a) in asserts.iter().enumerate() {
-        let ok = eval_assert(a).map_err(|e| format!("assertion {i}: {e}"))?;
-        if !ok {
-            let text = a.to_string();
-            let short: String = text.chars().take(200).collect();
-            return Err(format!("assertion {i} does not hold: {short}"));
+    for (index, a) in asserts.iter().enumerate() {
+        if !eval_assert(index, a)? {
+            let text: String = a.to_string().chars().take(200).collect();
+            return Err(RecheckError::Fails { index, text });
         }
     }
     Ok(())
 }
 
-fn eval_assert(a: &serde_json::Value) -> Result<bool, String> {
-    use serde_json::Value;
-    let parts = a.as_array().ok_or("not an array")?;
+fn eval_assert(index: usize, a: &serde_json::Value) -> Result<bool, RecheckError> {
+    let malformed = |problem: String| RecheckError::Malformed { index, problem };
+    let parts = a
+        .as_array()
+        .ok_or_else(|| malformed("not an array".into()))?;
     let op = parts
         .first()
-        .and_then(Value::as_str)
-        .ok_or("no operation")?;
-    let arg = |i: usize| {
-        parts
+        .and_then(serde_json::Value::as_str)
+        .ok_or_else(|| malformed("no operation".into()))?;
+    let arg = |i: usize| -> Result<Canonical, RecheckError> {
+        let v = parts
             .get(i)
-            .ok_or_else(|| format!("{op}: missing operand {i}"))
+            .ok_or_else(|| malformed(format!("{op}: missing operand {i}")))?;
+        Canonical::from_json(v).map_err(|source| RecheckError::Operand { index, source })
     };
+    let number = |i: usize| -> Result<f64, RecheckError> {
+        let v = arg(i)?;
+        v.as_f64()
+            .ok_or_else(|| malformed(format!("{op}: operand {i} is a {}", v.type_name())))
+    };
+    let operation = |source: Mismatch| RecheckError::Operation { index, source };
     Ok(match op {
-        "eq" => canon_eq(arg(1)?, arg(2)?)?,
-        "ne" => !canon_eq(arg(1)?, arg(2)?)?,
-        "true" => canon_eq(arg(1)?, &serde_json::json!(["bool", true]))?,
-        "false" => canon_eq(arg(1)?, &serde_json::json!(["bool", false]))?,
-        "in" | "notin" => {
-            let found = canon_contains(arg(2)?, arg(1)?)?;
-            if op == "in" { found } else { !found }
-        }
+        "eq" => arg(1)?.equals(&arg(2)?),
+        "ne" => !arg(1)?.equals(&arg(2)?),
+        "true" => arg(1)? == Canonical::Bool(true),
+        "false" => arg(1)? == Canonical::Bool(false),
+        "in" => arg(2)?.contains(&arg(1)?).map_err(operation)?,
+        "notin" => !arg(2)?.contains(&arg(1)?).map_err(operation)?,
         "near" => {
-            let (x, y) = (canon_number(arg(1)?)?, canon_number(arg(2)?)?);
-            let tol = canon_number(arg(3)?)?;
+            let (x, y, tol) = (number(1)?, number(2)?, number(3)?);
             x == y || (x - y).abs() <= tol
         }
         "lt" | "le" | "gt" | "ge" => {
-            let (x, y) = (canon_number(arg(1)?)?, canon_number(arg(2)?)?);
+            let (x, y) = (number(1)?, number(2)?);
             match op {
                 "lt" => x < y,
                 "le" => x <= y,
@@ -63,123 +119,9 @@ fn eval_assert(a: &serde_json::Value) -> Result<bool, String> {
             }
         }
         "raises" => true,
-        "overflow" => return Err("too much recorded data to verify".to_owned()),
-        other => return Err(format!("unknown operation {other:?}")),
+        "overflow" => return Err(RecheckError::Overflow),
+        other => return Err(malformed(format!("unknown operation {other:?}"))),
     })
-}
-
-/// A canonical value's tag and payload.
-fn canon_parts(v: &serde_json::Value) -> Result<(&str, Option<&serde_json::Value>), String> {
-    let arr = v
-        .as_array()
-        .ok_or_else(|| format!("not a canonical value: {v}"))?;
-    let tag = arr
-        .first()
-        .and_then(serde_json::Value::as_str)
-        .ok_or_else(|| format!("not a canonical value: {v}"))?;
-    Ok((tag, arr.get(1)))
-}
-
-fn canon_number(v: &serde_json::Value) -> Result<f64, String> {
-    match canon_parts(v)? {
-        ("int" | "float", Some(serde_json::Value::String(s))) => {
-            s.parse::<f64>().map_err(|e| format!("{s:?}: {e}"))
-        }
-        _ => Err(format!("not a number: {v}")),
-    }
-}
-
-/// Equality of canonical values: same type, same value (floats numerically).
-fn canon_eq(a: &serde_json::Value, b: &serde_json::Value) -> Result<bool, String> {
-    let (ta, pa) = canon_parts(a)?;
-    let (tb, pb) = canon_parts(b)?;
-    if ta != tb {
-        return Ok(false);
-    }
-    match ta {
-        "float" => {
-            let (x, y) = (canon_number(a)?, canon_number(b)?);
-            Ok(x == y || (x.is_nan() && y.is_nan()))
-        }
-        "list" | "tuple" | "set" | "frozenset" => {
-            let (xs, ys) = (as_items(pa)?, as_items(pb)?);
-            if xs.len() != ys.len() {
-                return Ok(false);
-            }
-            for (x, y) in xs.iter().zip(ys) {
-                if !canon_eq(x, y)? {
-                    return Ok(false);
-                }
-            }
-            Ok(true)
-        }
-        "dict" => {
-            let (xs, ys) = (as_items(pa)?, as_items(pb)?);
-            if xs.len() != ys.len() {
-                return Ok(false);
-            }
-            for (x, y) in xs.iter().zip(ys) {
-                let (kx, ky) = (as_items(Some(x))?, as_items(Some(y))?);
-                if kx.len() != 2 || ky.len() != 2 {
-                    return Err("a dict entry is not a pair".to_owned());
-                }
-                if !canon_eq(&kx[0], &ky[0])? || !canon_eq(&kx[1], &ky[1])? {
-                    return Ok(false);
-                }
-            }
-            Ok(true)
-        }
-        _ => Ok(pa == pb),
-    }
-}
-
-fn as_items(v: Option<&serde_json::Value>) -> Result<&Vec<serde_json::Value>, String> {
-    v.and_then(serde_json::Value::as_array)
-        .ok_or_else(|| "a container without items".to_owned())
-}
-
-fn canon_contains(
-    container: &serde_json::Value,
-    member: &serde_json::Value,
-) -> Result<bool, String> {
-    let (tag, payload) = canon_parts(container)?;
-    match tag {
-        "str" | "bytes" => {
-            let (mt, mp) = canon_parts(member)?;
-            if mt != tag {
-                return Err("substring test needs text on both sides".to_owned());
-            }
-            let hay = payload
-                .and_then(serde_json::Value::as_str)
-                .unwrap_or_default();
-            let needle = mp.and_then(serde_json::Value::as_str).unwrap_or_default();
-            if tag == "bytes" {
-                // Hex pairs: search on byte boundaries.
-                Ok(hay.len() >= needle.len()
-                    && (0..=hay.len() - needle.len())
-                        .step_by(2)
-                        .any(|i| &hay[i..i + needle.len()] == needle))
-            } else {
-                Ok(hay.contains(needle))
-            }
-        }
-        "dict" => {
-            for pair in as_items(payload)? {
-                if canon_eq(&as_items(Some(pair))?[0], member)? {
-                    return Ok(true);
-                }
-            }
-            Ok(false)
-        }
-        _ => {
-            for item in as_items(payload)? {
-                if canon_eq(item, member)? {
-                    return Ok(true);
-                }
-            }
-            Ok(false)
-        }
-    }
 }
 
 #[cfg(test)]
@@ -189,49 +131,54 @@ mod tests {
     #[test]
     fn recorded_assertions_are_rechecked_here() {
         use serde_json::json;
-        let i = |n: i64| json!(["int", n.to_string()]);
-        let f = |x: &str| json!(["float", x]);
         let ok = |a: serde_json::Value| recheck(&[a]).is_ok();
-        assert!(ok(json!(["eq", i(3), i(3)])));
-        assert!(!ok(json!(["eq", i(3), i(4)])));
+        assert!(ok(json!(["eq", 3, 3])));
+        assert!(!ok(json!(["eq", 3, 4])));
         assert!(
-            !ok(json!(["eq", i(1), f("1.0")])),
+            !ok(json!(["eq", 1, 1.0])),
             "int and float differ, as in the runner"
         );
-        assert!(ok(json!(["eq", f("0.0"), f("-0.0")])));
-        assert!(ok(json!(["eq", f("nan"), f("nan")])));
+        assert!(ok(json!(["eq", 0.0, -0.0])));
         assert!(ok(json!([
-            "near",
-            f("0.30000000000000004"),
-            f("0.3"),
-            f("5e-08")
+            "eq",
+            {"int": "123456789012345678901234567890"},
+            {"int": "123456789012345678901234567890"}
         ])));
-        assert!(!ok(json!(["near", f("0.31"), f("0.3"), f("5e-08")])));
-        assert!(ok(json!(["lt", i(2), f("2.5")])));
-        assert!(!ok(json!(["ge", i(2), f("2.5")])));
-        let list = json!(["list", [i(1), ["str", "a"]]]);
+        assert!(!ok(json!([
+            "eq",
+            {"int": "123456789012345678901234567890"},
+            {"int": "123456789012345678901234567891"}
+        ])));
+        assert!(ok(json!(["near", 0.30000000000000004, 0.3, 5e-08])));
+        assert!(!ok(json!(["near", 0.31, 0.3, 5e-08])));
+        assert!(ok(json!(["lt", 2, 2.5])));
+        assert!(!ok(json!(["ge", 2, 2.5])));
+        let list = json!([1, "a"]);
         assert!(ok(json!(["eq", list, list])));
-        assert!(ok(json!(["in", ["str", "a"], list])));
-        assert!(ok(json!(["notin", ["str", "b"], list])));
-        assert!(ok(json!(["in", ["str", "ell"], ["str", "hello"]])));
-        assert!(ok(json!([
-            "in",
-            ["bytes", "6c6c"],
-            ["bytes", "68656c6c6f"]
-        ])));
         assert!(
-            !ok(json!(["in", ["bytes", "56"], ["bytes", "6565"]])),
-            "byte boundaries"
+            !ok(json!(["eq", list, {"tuple": [1, "a"]}])),
+            "list vs tuple"
         );
-        let d = json!(["dict", [[["str", "k"], i(1)]]]);
-        assert!(ok(json!(["in", ["str", "k"], d])));
-        assert!(ok(json!(["true", ["bool", true]])));
-        assert!(!ok(json!(["true", i(1)])));
-        assert!(
-            recheck(&[]).is_err(),
-            "a passing test must have asserted something"
-        );
-        assert!(recheck(&[json!(["overflow"])]).is_err());
-        assert!(recheck(&[json!(["eq", "junk", i(1)])]).is_err());
+        assert!(ok(json!(["eq", {"set": [1, 2]}, {"set": [2, 1]}])));
+        assert!(ok(json!(["in", "a", list])));
+        assert!(ok(json!(["notin", "b", list])));
+        assert!(ok(json!(["in", "ell", "hello"])));
+        assert!(ok(json!(["in", "k", {"k": 1}])));
+        assert!(ok(json!(["true", true])));
+        assert!(!ok(json!(["true", 1])));
+        assert_eq!(recheck(&[]), Err(RecheckError::Nothing));
+        assert_eq!(recheck(&[json!(["overflow"])]), Err(RecheckError::Overflow));
+        assert!(matches!(
+            recheck(&[json!(["eq", {"tuple": 1}, 1])]),
+            Err(RecheckError::Operand { index: 0, .. })
+        ));
+        assert!(matches!(
+            recheck(&[json!(["in", 1, 2])]),
+            Err(RecheckError::Operation { index: 0, .. })
+        ));
+        assert!(matches!(
+            recheck(&[json!(["eq", 1, 1]), json!(["eq", 1, 2])]),
+            Err(RecheckError::Fails { index: 1, .. })
+        ));
     }
 }

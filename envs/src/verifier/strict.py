@@ -2,73 +2,179 @@
 
 In strict mode the comparing assertions of `unittest.TestCase` accept only
 plain built-in data on both sides (exact types, compared by type and value
-on this side), and record every comparison as canonical JSON, which the
-arbor process re-evaluates itself (envs/src/verifier/mod.rs, `recheck`): a
+on this side), and record every comparison as canonical JSON (the WebAssembly guest's
+inspector's format, envs/src/canonical.rs), which the arbor process
+re-evaluates itself (envs/src/verifier/recheck.rs): a
 passing test stands only if every comparison it made holds there too, and it
 must have made at least one. A value of the code under test that is not
 plain data (a proxy) makes the assertion fail with a message that says so.
 """
 
-import json
 import math
 import unittest
 import unittest.case
 
-PLAIN_SCALARS = (type(None), bool, int, float, str, bytes)
-PLAIN_CONTAINERS = (list, tuple, dict, set, frozenset)
+# The canonical format of graded values is the WebAssembly guest's
+# inspector's (`arbor_inspect`; envs/src/canonical.rs documents it): the
+# same JSON, the same refusals, so native and session tasks grade one
+# format with one comparator.
+SCALARS = (type(None), bool, int, float, str)
+CONTAINERS = (list, tuple, dict, set, frozenset)
+MARKERS = ("dict", "int", "set", "tuple")
+MAX_DEPTH = 64
+MAX_BYTES = 1 << 20
+I64_MIN, I64_MAX = -(1 << 63), (1 << 63) - 1
 
 
-def plain(value, depth=0):
-    """A canonical form of plain built-in data, or TypeError."""
-    if depth > 50:
-        raise TypeError("value nested too deeply")
+def refuse(why):
+    raise TypeError(f"not plain data: {why} (checks compare built-in values only: "
+                    "None, bool, int, float, str, list, tuple, dict with str keys, "
+                    "set of scalars)")
+
+
+def check_str(s):
+    try:
+        s.encode("utf-8")
+    except UnicodeEncodeError:
+        refuse("a string with lone surrogates")
+
+
+def canon(value, depth=0, scalar_only=False):
+    """`value` as canonical JSON data (what the guest's inspector writes,
+    and what the arbor process compares), or TypeError for what the
+    inspector refuses: another type (a subclass too), a dict key that is
+    not a str, a set holding a container, a float that is not finite, a
+    string with lone surrogates, nesting deeper than 64."""
+    if depth > MAX_DEPTH:
+        refuse(f"nested deeper than {MAX_DEPTH} (or cyclic)")
     t = type(value)
-    if t in PLAIN_SCALARS:
-        if t is float and math.isnan(value):
-            return ("nan",)
-        return (t.__name__, value)
-    if t is list or t is tuple:
-        return (t.__name__, tuple(plain(v, depth + 1) for v in value))
+    if value is None or t is bool:
+        return value
+    if t is int:
+        return value if I64_MIN <= value <= I64_MAX else {"int": str(value)}
+    if t is float:
+        if not math.isfinite(value):
+            refuse("a float that is not finite")
+        return value
+    if t is str:
+        check_str(value)
+        return value
+    if scalar_only:
+        refuse(f"a set holding a {t.__qualname__} (sets of scalars only)"
+               if t in CONTAINERS else not_plain(t))
+    if t is list:
+        return [canon(v, depth + 1) for v in value]
+    if t is tuple:
+        return {"tuple": [canon(v, depth + 1) for v in value]}
     if t is dict:
-        items = [(plain(k, depth + 1), plain(v, depth + 1)) for k, v in value.items()]
-        return ("dict", frozenset(items))
+        out = {}
+        for k, v in value.items():
+            if type(k) is not str:
+                refuse(f"a dict key of type {type(k).__qualname__}")
+            check_str(k)
+            out[k] = canon(v, depth + 1)
+        out = dict(sorted(out.items()))
+        if len(out) == 1 and next(iter(out)) in MARKERS:
+            return {"dict": out}
+        return out
     if t is set or t is frozenset:
-        return (t.__name__, frozenset(plain(v, depth + 1) for v in value))
-    raise TypeError(not_plain(t))
+        items = [canon(v, depth + 1, scalar_only=True) for v in value]
+        items.sort(key=canon_text)
+        return {"set": items}
+    refuse(not_plain(t))
+
+
+def float_text(x):
+    """A float as the inspector writes it (Rust's `{:?}`: shortest digits
+    that round-trip, an exponent below 1e-4 and from 1e16, never `+` or
+    leading zeros in the exponent)."""
+    r = repr(x)
+    if "e" in r:
+        mant, exp = r.split("e")
+        sign = "-" if exp.startswith("-") else ""
+        return f"{mant}e{sign}{exp.lstrip('+-').lstrip('0') or '0'}"
+    return r
+
+
+def string_text(s):
+    out = ['"']
+    for c in s:
+        if c == '"':
+            out.append('\\"')
+        elif c == "\\":
+            out.append("\\\\")
+        elif c == "\n":
+            out.append("\\n")
+        elif c == "\r":
+            out.append("\\r")
+        elif c == "\t":
+            out.append("\\t")
+        elif ord(c) < 0x20:
+            out.append("\\u%04x" % ord(c))
+        else:
+            out.append(c)
+    out.append('"')
+    return "".join(out)
+
+
+def canon_text(c):
+    """Canonical data (from `canon`) as the exact JSON text the inspector
+    writes (no spaces, UTF-8 unescaped); sets sort their elements by it."""
+    if c is None:
+        return "null"
+    if c is True:
+        return "true"
+    if c is False:
+        return "false"
+    t = type(c)
+    if t is int:
+        return str(c)
+    if t is float:
+        return float_text(c)
+    if t is str:
+        return string_text(c)
+    if t is list:
+        return "[" + ",".join(canon_text(v) for v in c) + "]"
+    return "{" + ",".join(string_text(k) + ":" + canon_text(v) for k, v in c.items()) + "}"
+
+
+def key(c):
+    """A hashable comparison key of canonical data: equal exactly when the
+    arbor process's comparator says the values are equal (types are never
+    mixed: 1, 1.0 and True differ; a list is not a tuple)."""
+    if c is None:
+        return ("none",)
+    t = type(c)
+    if t is bool:
+        return ("bool", c)
+    if t is int:
+        return ("int", c)
+    if t is float:
+        return ("float", c)
+    if t is str:
+        return ("str", c)
+    if t is list:
+        return ("list", tuple(key(v) for v in c))
+    if len(c) == 1:
+        (k, v), = c.items()
+        if k == "tuple":
+            return ("tuple", tuple(key(x) for x in v))
+        if k == "set":
+            return ("set", frozenset(key(x) for x in v))
+        if k == "int":
+            return ("int", int(v))
+        if k == "dict":
+            c = v
+    return ("dict", frozenset((k, key(v)) for k, v in c.items()))
+
+
+def plain(value):
+    """The comparison key of plain data, or TypeError (see `canon`)."""
+    return key(canon(value))
 
 
 def strict_equal(a, b):
     return plain(a) == plain(b)
-
-
-def canon(value, depth=0):
-    """Plain data as JSON the arbor process compares itself (see verifier.rs)."""
-    if depth > 50:
-        raise TypeError("value nested too deeply")
-    t = type(value)
-    if value is None:
-        return ["none"]
-    if t is bool:
-        return ["bool", value]
-    if t is int:
-        return ["int", str(value)]
-    if t is float:
-        return ["float", repr(value)]
-    if t is str:
-        return ["str", value]
-    if t is bytes:
-        return ["bytes", value.hex()]
-    if t is list or t is tuple:
-        return [t.__name__, [canon(v, depth + 1) for v in value]]
-    if t is dict:
-        pairs = [[canon(k, depth + 1), canon(v, depth + 1)] for k, v in value.items()]
-        pairs.sort(key=lambda p: json.dumps(p[0]))
-        return ["dict", pairs]
-    if t is set or t is frozenset:
-        items = [canon(v, depth + 1) for v in value]
-        items.sort(key=json.dumps)
-        return [t.__name__, items]
-    raise TypeError(not_plain(t))
 
 
 # The assertions of the test running now, as [op, canonical values...]:
@@ -85,15 +191,15 @@ def reset():
 
 
 def not_plain(t):
+    """Why a value of type `t` is refused."""
     if getattr(t, "_arbor_remote", False):
-        return (f"not plain data: a {t.__qualname__} from the code under test (strict checks "
-                "compare built-in values only: int, float, str, bytes, list, tuple, dict, set)")
-    return f"not plain data: {t.__module__}.{t.__qualname__} (checks compare built-in values only)"
+        return f"a {t.__qualname__} from the code under test"
+    return f"a value of type {t.__module__}.{t.__qualname__}"
 
 
 def record(op, *values):
     entry = [op] + [canon(v) for v in values]
-    size = len(json.dumps(entry))
+    size = len(op) + sum(len(canon_text(c)) for c in entry[1:])
     RECORD_SIZE[0] += size
     if RECORD_SIZE[0] > RECORD_LIMIT:
         RECORD.append(["overflow"])
@@ -136,12 +242,15 @@ def install_strict_assertions():
     def members(container):
         t = type(container)
         if t is dict:
+            plain(container)
             return [plain(k) for k in container]
+        if t not in (list, tuple, set, frozenset):
+            raise TypeError(f"assertIn needs a container, not a {t.__qualname__}")
         plain(container)
         return [plain(v) for v in container]
 
     def contains(member, container):
-        if type(container) in (str, bytes):
+        if type(container) is str:
             if type(member) is not type(container):
                 raise TypeError("assertIn on text needs text on both sides")
             return member in container

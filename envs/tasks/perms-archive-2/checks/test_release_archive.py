@@ -18,7 +18,7 @@ class TestReleaseArchive(unittest.TestCase):
         with tarfile.open(ARCHIVE, "r:gz") as tar:
             for name in FILES:
                 with open(os.path.join("public", name), "rb") as f:
-                    self.assertEqual(tar.extractfile(name).read(), f.read())
+                    self.assertEqual(tar.extractfile(name).read().hex(), f.read().hex())
 
     def test_checksum_file(self):
         with open(ARCHIVE, "rb") as f:

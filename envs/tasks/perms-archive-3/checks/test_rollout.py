@@ -48,8 +48,8 @@ class TestRollout(unittest.TestCase):
         with tarfile.open("archive/1.2.0.tar.gz", "r:gz") as tar:
             self.assertEqual(sorted(m.name for m in tar.getmembers()), [
                 "1.2.0", "1.2.0/VERSION", "1.2.0/bin", "1.2.0/bin/shopd", "1.2.0/conf", "1.2.0/conf/shopd.conf"])
-            self.assertEqual(tar.extractfile("1.2.0/conf/shopd.conf").read(),
-                             b"[shopd]\nlisten = 0.0.0.0:9000\nrelease = 1.2.0\n")
+            self.assertEqual(tar.extractfile("1.2.0/conf/shopd.conf").read().decode(),
+                             "[shopd]\nlisten = 0.0.0.0:9000\nrelease = 1.2.0\n")
 
     def test_no_stray_links(self):
         links = []
