@@ -18,15 +18,15 @@ use std::time::{Duration, Instant};
 
 use arbor_rollout::env::{ProcessDiagnostics, SoftQuality, TaskOutcome, Violation, ViolationKind};
 use arbor_rollout::{
-    AgentAction, EnvError, EnvLimits, EnvObservation, EnvSandbox, EnvSnapshot, Environment,
-    Episode, EpisodeStep, StepResult, Verdict,
+    AgentAction, EnvError, EnvLimits, EnvObservation, Environment, Episode, EpisodeStep,
+    Transition, Verdict,
 };
-use arbor_runtime::Runtime;
 use arbor_runtime::layer::{self, MergedView};
 use arbor_runtime::wasm::inspect::Inspected;
 use arbor_runtime::wasm::{
     BootSpec, StepOutcome, WasmError, WasmLimits, WasmRuntime, WasmSandbox, WasmSnapshot,
 };
+use arbor_runtime::{AnySandbox, AnySnapshot, Runtime};
 use serde::Serialize;
 
 use crate::canonical::Canonical;
@@ -54,20 +54,20 @@ fn wasm_err(e: WasmError) -> EnvError {
     EnvError::from(e)
 }
 
+fn layer_err(e: arbor_runtime::layer::LayerError) -> EnvError {
+    EnvError::Runtime(e.into())
+}
+
 /// The guest's bytes and their blake3 hash, read once per process.
 fn guest_and_hash() -> Result<&'static (Vec<u8>, String), EnvError> {
-    static GUEST: OnceLock<Result<(Vec<u8>, String), String>> = OnceLock::new();
-    GUEST
-        .get_or_init(|| {
-            arbor_runtime::wasm::python_guest()
-                .map(|b| {
-                    let h = blake3::hash(&b).to_hex().to_string();
-                    (b, h)
-                })
-                .map_err(|e| e.to_string())
-        })
-        .as_ref()
-        .map_err(|e| EnvError::Wasm(e.clone()))
+    static GUEST: OnceLock<(Vec<u8>, String)> = OnceLock::new();
+    if let Some(guest) = GUEST.get() {
+        return Ok(guest);
+    }
+    // A failure is not remembered: the next call tries again.
+    let bytes = arbor_runtime::wasm::python_guest().map_err(wasm_err)?;
+    let hash = blake3::hash(&bytes).to_hex().to_string();
+    Ok(GUEST.get_or_init(|| (bytes, hash)))
 }
 
 /// The guest's bytes.
@@ -250,10 +250,10 @@ impl SessionEnv {
     ) -> Result<Verdict, EnvError> {
         let t0 = Instant::now();
         let store = self.runtime.store();
-        let base = layer::merge_layers(store, &episode.root.manifest().layers)
-            .map_err(|e| EnvError::Wasm(e.to_string()))?;
-        let last = layer::merge_layers(store, &episode.last.manifest().layers)
-            .map_err(|e| EnvError::Wasm(e.to_string()))?;
+        let base =
+            layer::merge_layers(store, &episode.root.manifest().layers).map_err(layer_err)?;
+        let last =
+            layer::merge_layers(store, &episode.last.manifest().layers).map_err(layer_err)?;
         let mut hard = self.hard_constraints(&episode.steps, &base, &last);
         // The static integrity layer, as for native tasks: over every code
         // step (each is new code) and every changed Python file.
@@ -274,7 +274,7 @@ impl SessionEnv {
             &episode.root.manifest().layers,
             &episode.last.manifest().layers,
         )
-        .map_err(|e| EnvError::Wasm(e.to_string()))?;
+        .map_err(layer_err)?;
         hard.violations.extend(files);
         process.verify_setup_ms = millis(t0);
         let t1 = Instant::now();
@@ -577,19 +577,19 @@ impl Environment for SessionEnv {
         self.spec.limits
     }
 
-    fn reset(&self) -> Result<(EnvSnapshot, EnvObservation), EnvError> {
+    fn reset(&self) -> Result<(AnySnapshot, EnvObservation), EnvError> {
         Ok((
-            EnvSnapshot::Wasm(self.root.clone()),
+            AnySnapshot::Wasm(self.root.clone()),
             observation(&self.spec, 0, None),
         ))
     }
 
     fn step(
         &self,
-        sandbox: &mut EnvSandbox,
+        sandbox: &mut AnySandbox,
         step: usize,
         action: &AgentAction,
-    ) -> Result<StepResult, EnvError> {
+    ) -> Result<Transition, EnvError> {
         let Some(sb) = sandbox.wasm_mut() else {
             return Err(EnvError::Task {
                 task: self.spec.id.clone(),
@@ -599,7 +599,7 @@ impl Environment for SessionEnv {
         let limits = self.agent_limits(sb);
         sb.set_step_limits(limits);
         let s = SessionEnv::step(self, sb, action)?;
-        Ok(StepResult {
+        Ok(Transition {
             observation: observation(
                 &self.spec,
                 step + 1,

@@ -27,12 +27,12 @@ use arbor_rollout::env::{
     describe_exit,
 };
 use arbor_rollout::{
-    AgentAction, EnvError, EnvLimits, EnvObservation, EnvSandbox, EnvSnapshot, Environment,
-    Episode, StepResult, Verdict,
+    AgentAction, EnvError, EnvLimits, EnvObservation, Environment, Episode, Transition, Verdict,
 };
 use arbor_runtime::layer::{self, MergedView};
 use arbor_runtime::sandbox::ChangeKind;
 use arbor_runtime::store::object::ExitStatus;
+use arbor_runtime::{AnySandbox, AnySnapshot};
 use arbor_runtime::{ExecOptions, Runtime, Sandbox, SandboxError, Snapshot};
 
 pub use checks::{ChecksDirError, SiteError, VERIFIER_SITE_ENV, verifier_site};
@@ -172,8 +172,8 @@ impl TaskEnv {
     ///
     /// # Errors
     /// Runtime faults only.
-    pub fn run(&self, actions: &[AgentAction]) -> Result<(Episode, Vec<StepResult>), EnvError> {
-        let mut sb = EnvSandbox::Native(self.root.open()?);
+    pub fn run(&self, actions: &[AgentAction]) -> Result<(Episode, Vec<Transition>), EnvError> {
+        let mut sb = AnySandbox::Native(self.root.open()?);
         let mut results = Vec::with_capacity(actions.len());
         for (i, a) in actions.iter().enumerate() {
             results.push(self.step(&mut sb, i, a)?);
@@ -181,7 +181,7 @@ impl TaskEnv {
         let last = sb.snapshot()?;
         let episode = Episode {
             task: self.spec.id.clone(),
-            root: EnvSnapshot::Native(self.root.clone()),
+            root: AnySnapshot::Native(self.root.clone()),
             steps: results.iter().map(|r| r.record.clone()).collect(),
             last,
         };
@@ -402,19 +402,19 @@ impl Environment for TaskEnv {
         self.spec.limits
     }
 
-    fn reset(&self) -> Result<(EnvSnapshot, EnvObservation), EnvError> {
+    fn reset(&self) -> Result<(AnySnapshot, EnvObservation), EnvError> {
         Ok((
-            EnvSnapshot::Native(self.root.clone()),
+            AnySnapshot::Native(self.root.clone()),
             observation(&self.spec, 0, None),
         ))
     }
 
     fn step(
         &self,
-        sandbox: &mut EnvSandbox,
+        sandbox: &mut AnySandbox,
         step: usize,
         action: &AgentAction,
-    ) -> Result<StepResult, EnvError> {
+    ) -> Result<Transition, EnvError> {
         let Some(sandbox) = sandbox.native_mut() else {
             return Err(self.not_native());
         };
@@ -447,7 +447,7 @@ impl Environment for TaskEnv {
             )?,
             AgentAction::Submit => (ExitStatus::Code { code: 0 }, "submitted".to_owned(), 0),
         };
-        Ok(StepResult {
+        Ok(Transition {
             observation: observation(&self.spec, step + 1, Some((action, output, exit))),
             record: EpisodeStep {
                 action: action.clone(),

@@ -272,9 +272,11 @@ pub struct EpisodeStep {
     pub duration_us: u64,
 }
 
-/// The result of [`Environment::step`].
+/// The result of [`Environment::step`]: a transition (what the policy sees
+/// next, and the step kept in the episode). The runtime's result of running
+/// one step is [`arbor_runtime::StepResult`].
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub struct StepResult {
+pub struct Transition {
     /// What the policy sees next.
     pub observation: EnvObservation,
     /// The record kept in the episode.
@@ -548,10 +550,6 @@ pub enum EnvError {
     /// A sandbox operation failed in the runtime.
     #[error(transparent)]
     Sandbox(#[from] arbor_runtime::SandboxError),
-    /// The WebAssembly backend failed (a fault of the runtime, not of the
-    /// agent's code, which ends a session with an outcome instead).
-    #[error("wasm backend: {0}")]
-    Wasm(String),
     /// The task itself is broken (setup failed, checks missing, ...).
     #[error("task {task}: {message}")]
     Task {
@@ -616,7 +614,7 @@ pub trait Environment: Send + Sync {
         sandbox: &mut AnySandbox,
         step: usize,
         action: &AgentAction,
-    ) -> Result<StepResult, EnvError>;
+    ) -> Result<Transition, EnvError>;
 
     /// Grade an episode. Never fails: a runtime fault is a
     /// [`VerdictOutcome::RuntimeFault`] verdict.

@@ -27,8 +27,5 @@ pub mod tree;
 pub use arbor_runtime as runtime;
 pub use env::{
     AgentAction, EnvError, EnvLimits, EnvObservation, Environment, Episode, EpisodeStep,
-    StepResult, Verdict,
+    Transition, Verdict,
 };
-// TEMPORARY aliases for envs until its branch merges.
-#[doc(hidden)]
-pub use arbor_runtime::{AnySandbox as EnvSandbox, AnySnapshot as EnvSnapshot};

@@ -43,11 +43,11 @@ use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::time::Instant;
 
 use arbor_rollout::env::{AgentAction, EnvObservation, Environment, Episode, EpisodeStep};
+use arbor_rollout::runtime::AnySnapshot;
 use arbor_rollout::runtime::Runtime;
 use arbor_rollout::runtime::digest::is_excluded;
 use arbor_rollout::runtime::layer::merge_layers;
 use arbor_rollout::runtime::store::object::{ExitStatus, Manifest, ObjectId, TreeEntry};
-use arbor_runtime::AnySnapshot;
 use serde::{Deserialize, Serialize};
 
 use super::GroundTruthError;
