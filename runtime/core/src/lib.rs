@@ -50,7 +50,6 @@ mod runtime;
 pub mod sandbox;
 pub mod snapshot;
 pub mod store;
-mod sys;
 #[cfg(feature = "wasm")]
 pub mod wasm;
 
