@@ -15,6 +15,7 @@
 //! sandbox's root user, after `chroot`ing into the sandbox root: a symlink or
 //! `..` planted by the agent never makes the runtime read or write a host path.
 
+mod channel;
 mod declare;
 pub mod env;
 mod error;
@@ -58,7 +59,7 @@ use workspace::{Private, make_upper, record_base};
 /// ```
 pub struct Sandbox {
     runtime: Runtime,
-    helper: process::HelperProcess,
+    helper: Box<dyn channel::HelperChannel>,
     /// Private directory under the store's `run/` (`<pid>-<n>`), removed on drop.
     run_dir: PathBuf,
     private: Private,
@@ -175,7 +176,7 @@ impl Sandbox {
         }
         Ok(Self {
             runtime: runtime.clone(),
-            helper,
+            helper: Box::new(helper),
             run_dir,
             private,
             generation: 0,

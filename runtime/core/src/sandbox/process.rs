@@ -11,9 +11,10 @@ use std::sync::mpsc;
 use std::sync::{Mutex, OnceLock};
 
 use super::SandboxError;
+use super::channel::{ExchangeError, HelperChannel, exchange};
 use super::helper::HelperError;
 use super::helper::sys::{IdMap, Linux, Syscalls};
-use super::protocol::{Request, Response, read_frame, write_frame};
+use super::protocol::{Request, Response};
 use crate::store::OwnerMode;
 
 /// How to start the helper: a program and the arguments that put it in helper mode.
@@ -193,21 +194,10 @@ impl HelperProcess {
 
     /// Send one request and wait for its response. A dead helper is a runtime fault.
     pub fn request(&mut self, req: &Request) -> Result<Response, SandboxError> {
-        if let Err(e) = write_frame(&mut self.input, req) {
-            return Err(self.died(&e.to_string()));
-        }
-        match read_frame::<_, Response>(&mut self.output) {
-            Ok(Some(Response::Error { error })) => Err(SandboxError::Helper {
-                error,
-                log: String::new(),
-            }),
-            Ok(Some(resp)) => Ok(resp),
-            Ok(None) => Err(self.died("it closed its output")),
-            Err(e) if e.kind() == std::io::ErrorKind::InvalidData => Err(SandboxError::Protocol {
-                what: format!("malformed reply: {e}"),
-            }),
-            Err(e) => Err(self.died(&e.to_string())),
-        }
+        exchange(&mut self.input, &mut self.output, req).map_err(|e| match e {
+            ExchangeError::Gone(what) => self.died(&what),
+            ExchangeError::Failed(e) => e,
+        })
     }
 
     /// Add the tail of the helper's log to a helper-reported error.
@@ -264,6 +254,28 @@ impl HelperProcess {
                 std::thread::sleep(std::time::Duration::from_millis(2));
             }
         }
+    }
+}
+
+impl HelperChannel for HelperProcess {
+    fn request(&mut self, req: &Request) -> Result<Response, SandboxError> {
+        HelperProcess::request(self, req)
+    }
+
+    fn with_log(&self, e: SandboxError) -> SandboxError {
+        HelperProcess::with_log(self, e)
+    }
+
+    fn pid(&self) -> u32 {
+        HelperProcess::pid(self)
+    }
+
+    fn cgroups(&self) -> &[PathBuf] {
+        HelperProcess::cgroups(self)
+    }
+
+    fn kill(&mut self) {
+        HelperProcess::kill(self);
     }
 }
 

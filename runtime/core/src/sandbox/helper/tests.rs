@@ -1,3 +1,5 @@
+//! (Over 600 lines: each expected call sequence is written out in full.)
+//!
 //! Set-up logic against the recording fake: the exact calls, in order, of
 //! building a sandbox, mounting and unmounting its workspace, an action's
 //! init and its confinement, and the id maps; each with a control that
@@ -518,8 +520,10 @@ fn actions_get_their_rlimits_root_ids_and_a_reduced_bounding_set() {
 #[test]
 fn per_action_read_only_mounts_go_below_a_private_tmpfs() {
     let root = p("/r");
-    let mut rec = Recorder::default();
-    rec.locked = MsFlags::MS_NOEXEC;
+    let mut rec = Recorder {
+        locked: MsFlags::MS_NOEXEC,
+        ..Recorder::default()
+    };
     let mut mounted = Vec::new();
     setup::mount_read_only(
         &mut rec,
