@@ -119,8 +119,9 @@ mod tests {
         assert_eq!(exit_status(&wrapped), EXIT_USAGE);
         let usage = anyhow::Error::from(UsageError("missing NAME".into()));
         assert_eq!(exit_status(&usage), EXIT_USAGE);
-        let helper =
-            anyhow::Error::from(RuntimeError::Sandbox(SandboxError::Helper("boom".into())));
+        let helper = anyhow::Error::from(RuntimeError::Sandbox(SandboxError::WorkerFailed(
+            "boom".into(),
+        )));
         assert_eq!(exit_status(&helper), EXIT_FAILURE);
     }
 

@@ -16,7 +16,9 @@ pub struct AsyncSandbox {
 }
 
 fn join_error(e: tokio::task::JoinError) -> RuntimeError {
-    RuntimeError::Sandbox(SandboxError::Helper(format!("blocking task failed: {e}")))
+    RuntimeError::Sandbox(SandboxError::WorkerFailed(format!(
+        "blocking task failed: {e}"
+    )))
 }
 
 impl AsyncSandbox {

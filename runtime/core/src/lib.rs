@@ -54,7 +54,6 @@ pub mod sandbox;
 pub mod snapshot;
 pub mod state;
 pub mod store;
-mod sys;
 #[cfg(feature = "wasm")]
 pub mod wasm;
 

@@ -355,7 +355,7 @@ impl Runtime {
             .inner
             .helper
             .lock()
-            .map_err(|_| SandboxError::Helper("helper lock poisoned".into()))?;
+            .map_err(|_| SandboxError::Poisoned("helper"))?;
         if let Some(cmd) = guard.as_ref() {
             return Ok(cmd.clone());
         }
@@ -474,7 +474,7 @@ impl Runtime {
                 }
                 Ok(sb)
             }
-            Err(SandboxError::Helper(msg)) if !decided && msg.contains("overlay") => {
+            Err(SandboxError::Helper { error: msg, .. }) if !decided && msg.is_overlay_mount() => {
                 eprintln!(
                     "arbor: overlayfs cannot be mounted here ({msg}); using the copy backend"
                 );

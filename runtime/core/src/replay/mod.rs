@@ -182,7 +182,7 @@ pub fn replay(runtime: &Runtime, target: &Snapshot, opts: ReplayOptions) -> Resu
     let started = Instant::now();
     let chain = runtime.log(target).map_err(|e| broken_chain(target, e))?;
     let Some(root) = chain.first().cloned() else {
-        return Err(RuntimeError::Sandbox(SandboxError::Helper(
+        return Err(RuntimeError::Sandbox(SandboxError::Unreplayable(
             "empty chain".into(),
         )));
     };
@@ -191,7 +191,7 @@ pub fn replay(runtime: &Runtime, target: &Snapshot, opts: ReplayOptions) -> Resu
     for layer in &root.manifest().layers {
         let problems = runtime.store().verify_layer(layer)?;
         if let Some(p) = problems.first() {
-            return Err(RuntimeError::Sandbox(SandboxError::Helper(format!(
+            return Err(RuntimeError::Sandbox(SandboxError::Unreplayable(format!(
                 "cannot replay {}: its root {} is corrupt: {p}",
                 target.id().short(),
                 root.id().short()
@@ -206,7 +206,7 @@ pub fn replay(runtime: &Runtime, target: &Snapshot, opts: ReplayOptions) -> Resu
     for (index, recorded) in chain.iter().enumerate().skip(1) {
         let actions = step_actions(&recorded.manifest().action);
         if actions.iter().any(|a| matches!(a, Action::Import { .. })) {
-            return Err(RuntimeError::Sandbox(SandboxError::Helper(format!(
+            return Err(RuntimeError::Sandbox(SandboxError::Unreplayable(format!(
                 "cannot replay step {index} ({}): an import is only valid as a root",
                 recorded.id().short()
             ))));
@@ -242,7 +242,7 @@ pub fn replay(runtime: &Runtime, target: &Snapshot, opts: ReplayOptions) -> Resu
 }
 
 fn broken_chain(target: &Snapshot, e: RuntimeError) -> RuntimeError {
-    RuntimeError::Sandbox(SandboxError::Helper(format!(
+    RuntimeError::Sandbox(SandboxError::Unreplayable(format!(
         "cannot replay {}: its chain to the root is broken: {e}",
         target.id().short()
     )))

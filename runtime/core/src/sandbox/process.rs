@@ -3,8 +3,7 @@
 //! runtime dies, never when some worker thread exits), writing its id maps,
 //! putting it in cgroups, and the request/response exchange.
 
-use std::fs::{self, File, OpenOptions};
-use std::io::Write;
+use std::fs::{self, File};
 use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 use std::process::{Child, ChildStdin, ChildStdout, Command, Stdio};
@@ -12,7 +11,10 @@ use std::sync::mpsc;
 use std::sync::{Mutex, OnceLock};
 
 use super::SandboxError;
-use super::protocol::{Request, Response, read_frame, write_frame};
+use super::channel::{ExchangeError, HelperChannel, exchange};
+use super::helper::HelperError;
+use super::helper::sys::{IdMap, Linux, Syscalls};
+use super::protocol::{Request, Response};
 use crate::store::OwnerMode;
 
 /// How to start the helper: a program and the arguments that put it in helper mode.
@@ -151,7 +153,9 @@ impl HelperProcess {
         let mut child = spawn_from_stable_thread(command)
             .map_err(|e| SandboxError::io("spawn sandbox helper", &cmd.program, e))?;
         let (Some(input), Some(output)) = (child.stdin.take(), child.stdout.take()) else {
-            return Err(SandboxError::Helper("helper pipes missing".into()));
+            return Err(SandboxError::Protocol {
+                what: "the helper's pipes are missing".into(),
+            });
         };
         let mut helper = Self {
             child,
@@ -182,56 +186,30 @@ impl HelperProcess {
     }
 
     fn write_id_maps(&self, mode: OwnerMode) -> Result<(), SandboxError> {
-        let pid = self.pid();
-        let write = |name: &str, content: &str| -> Result<(), SandboxError> {
-            let path = PathBuf::from(format!("/proc/{pid}/{name}"));
-            let mut f = OpenOptions::new()
-                .write(true)
-                .open(&path)
-                .map_err(|e| SandboxError::io("open", &path, e))?;
-            f.write_all(content.as_bytes())
-                .map_err(|e| SandboxError::io("write id map", &path, e))
-        };
-        match mode {
-            OwnerMode::Root { uid_base } => {
-                write("uid_map", &format!("0 {uid_base} 65536\n"))?;
-                write("gid_map", &format!("0 {uid_base} 65536\n"))?;
-            }
-            OwnerMode::Rootless => {
-                let uid = rustix::process::getuid().as_raw();
-                let gid = rustix::process::getgid().as_raw();
-                write("setgroups", "deny\n")?;
-                write("uid_map", &format!("0 {uid} 1\n"))?;
-                write("gid_map", &format!("0 {gid} 1\n"))?;
-            }
-        }
-        Ok(())
+        write_id_maps(&mut Linux, self.pid(), mode).map_err(|error| SandboxError::Helper {
+            error,
+            log: String::new(),
+        })
     }
 
     /// Send one request and wait for its response. A dead helper is a runtime fault.
     pub fn request(&mut self, req: &Request) -> Result<Response, SandboxError> {
-        if let Err(e) = write_frame(&mut self.input, req) {
-            return Err(self.died(&e.to_string()));
-        }
-        match read_frame::<_, Response>(&mut self.output) {
-            Ok(Some(Response::Error { message })) => Err(SandboxError::Helper(message)),
-            Ok(Some(resp)) => Ok(resp),
-            Ok(None) => Err(self.died("it closed its output")),
-            Err(e) => Err(self.died(&e.to_string())),
-        }
+        exchange(&mut self.input, &mut self.output, req).map_err(|e| match e {
+            ExchangeError::Gone(what) => self.died(&what),
+            ExchangeError::Failed(e) => e,
+        })
     }
 
-    /// Append the tail of the helper's log to a helper-reported error.
+    /// Add the tail of the helper's log to a helper-reported error.
     pub fn with_log(&self, e: SandboxError) -> SandboxError {
         match e {
-            SandboxError::Helper(msg) => {
-                let log = fs::read_to_string(&self.log).unwrap_or_default();
-                let tail: Vec<&str> = log.lines().rev().take(3).collect();
-                if tail.is_empty() {
-                    SandboxError::Helper(msg)
-                } else {
-                    let tail: Vec<&str> = tail.into_iter().rev().collect();
-                    SandboxError::Helper(format!("{msg}; helper log: {}", tail.join(" | ")))
+            SandboxError::Helper { error, log } if log.is_empty() => {
+                let text = fs::read_to_string(&self.log).unwrap_or_default();
+                let tail: Vec<&str> = text.lines().rev().take(3).collect();
+                let tail: Vec<&str> = tail.into_iter().rev().collect();
+                SandboxError::Helper {
+                    error,
+                    log: tail.join(" | "),
                 }
             }
             other => other,
@@ -240,7 +218,9 @@ impl HelperProcess {
 
     /// Turn an unexpected response into an error.
     pub fn unexpected(&self, resp: Response) -> SandboxError {
-        SandboxError::Helper(format!("unexpected response from helper: {resp:?}"))
+        SandboxError::Protocol {
+            what: format!("unexpected response from helper: {resp:?}"),
+        }
     }
 
     fn died(&mut self, what: &str) -> SandboxError {
@@ -277,10 +257,56 @@ impl HelperProcess {
     }
 }
 
+impl HelperChannel for HelperProcess {
+    fn request(&mut self, req: &Request) -> Result<Response, SandboxError> {
+        HelperProcess::request(self, req)
+    }
+
+    fn with_log(&self, e: SandboxError) -> SandboxError {
+        HelperProcess::with_log(self, e)
+    }
+
+    fn pid(&self) -> u32 {
+        HelperProcess::pid(self)
+    }
+
+    fn cgroups(&self) -> &[PathBuf] {
+        HelperProcess::cgroups(self)
+    }
+
+    fn kill(&mut self) {
+        HelperProcess::kill(self);
+    }
+}
+
 impl Drop for HelperProcess {
     fn drop(&mut self) {
         self.kill();
     }
+}
+
+/// Write the id maps of helper `pid`: the sandbox's ids 0-65535 onto the
+/// store's range (root mode), or its root onto the caller's own ids alone,
+/// after denying `setgroups` as an unprivileged `gid_map` requires (rootless).
+pub(crate) fn write_id_maps<S: Syscalls>(
+    sys: &mut S,
+    pid: u32,
+    mode: OwnerMode,
+) -> Result<(), HelperError> {
+    match mode {
+        OwnerMode::Root { uid_base } => {
+            sys.write_id_map(pid, IdMap::Uid, &format!("0 {uid_base} 65536\n"))?;
+            sys.write_id_map(pid, IdMap::Gid, &format!("0 {uid_base} 65536\n"))?;
+        }
+        OwnerMode::Rootless => {
+            let uid = rustix::process::getuid().as_raw();
+            let gid = rustix::process::getgid().as_raw();
+            sys.write_id_map(pid, IdMap::SetGroups, "deny\n")?;
+            sys.write_id_map(pid, IdMap::Uid, &format!("0 {uid} 1\n"))?;
+            sys.write_id_map(pid, IdMap::Gid, &format!("0 {gid} 1\n"))?;
+        }
+    }
+    Ok(())
 }
 
 /// Limits applied through cgroups where the host lets us create them.

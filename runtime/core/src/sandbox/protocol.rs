@@ -302,8 +302,8 @@ pub enum Response {
     File(FileResult),
     /// The request failed inside the helper.
     Error {
-        /// What failed, with the OS error.
-        message: String,
+        /// What failed: the operation, the path and the errno.
+        error: super::helper::HelperError,
     },
 }
 
@@ -316,7 +316,10 @@ pub fn write_frame<W: Write, T: Serialize>(w: &mut W, msg: &T) -> io::Result<()>
     w.flush()
 }
 
-/// Read one frame; `Ok(None)` at a clean end of file.
+/// Read one frame; `Ok(None)` at a clean end of file. A frame over
+/// [`MAX_FRAME`] or one that does not decode is
+/// [`io::ErrorKind::InvalidData`]; a stream cut inside a frame is
+/// [`io::ErrorKind::UnexpectedEof`].
 pub fn read_frame<R: Read, T: for<'de> Deserialize<'de>>(r: &mut R) -> io::Result<Option<T>> {
     let mut len = [0u8; 4];
     match r.read_exact(&mut len) {
@@ -326,15 +329,16 @@ pub fn read_frame<R: Read, T: for<'de> Deserialize<'de>>(r: &mut R) -> io::Resul
     }
     let len = u32::from_le_bytes(len) as usize;
     if len > MAX_FRAME {
-        return Err(io::Error::other(format!(
-            "frame of {len} bytes exceeds the {MAX_FRAME}-byte limit"
-        )));
+        return Err(io::Error::new(
+            io::ErrorKind::InvalidData,
+            format!("frame of {len} bytes exceeds the {MAX_FRAME}-byte limit"),
+        ));
     }
     let mut body = vec![0u8; len];
     r.read_exact(&mut body)?;
     serde_json::from_slice(&body)
         .map(Some)
-        .map_err(io::Error::other)
+        .map_err(|e| io::Error::new(io::ErrorKind::InvalidData, e))
 }
 
 #[cfg(test)]

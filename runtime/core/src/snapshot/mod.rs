@@ -103,7 +103,7 @@ impl Snapshot {
         .into_iter()
         .map(|opened| {
             opened.unwrap_or_else(|p| {
-                Err(RuntimeError::Sandbox(SandboxError::Helper(format!(
+                Err(RuntimeError::Sandbox(SandboxError::WorkerFailed(format!(
                     "opening a fork: {p}"
                 ))))
             })
@@ -206,7 +206,7 @@ fn seal_private(
             };
             if written != tree_id {
                 crate::cleanup::remove_dir_forcefully(&staging);
-                return Err(RuntimeError::Sandbox(SandboxError::Helper(format!(
+                return Err(RuntimeError::Sandbox(SandboxError::SealRace(format!(
                     "the workspace changed while it was being sealed (delta {} became {})",
                     tree_id.short(),
                     written.short()

@@ -1,0 +1,334 @@
+//! Waiting for a started action: capturing its (capped) output streams,
+//! enforcing the wall-clock and disk limits, reaping its init, and turning
+//! what the init reported into an [`ExecResult`].
+
+use std::fs;
+use std::os::fd::{AsFd, OwnedFd};
+use std::path::Path;
+use std::time::{Duration, Instant};
+
+use nix::sys::signal::Signal;
+use nix::sys::wait::{WaitPidFlag, WaitStatus, waitpid};
+use nix::unistd::Pid;
+
+use super::error::{HelperError, Op, Result};
+use super::session::{WRAPPER, parse_session, parse_status};
+use crate::sandbox::protocol::{ExecRequest, ExecResult, PeerResult};
+use crate::store::object::ExitStatus;
+
+/// One started process tree: its init (G), the pidfd that says when G
+/// ended, and its four pipes (stdout, stderr, session state, G's report).
+pub(super) struct RunningAction {
+    pub pid: Pid,
+    pub pidfd: Option<OwnedFd>,
+    pub streams: [Stream; 4],
+    pub status: Option<WaitStatus>,
+    /// The write end of G's lifeline, held open until the tree is finished.
+    pub _lifeline: OwnedFd,
+}
+
+impl RunningAction {
+    fn done(&self) -> bool {
+        self.status.is_some() && self.streams.iter().all(|s| s.eof)
+    }
+
+    /// Collect G's status if it has ended.
+    fn reap(&mut self) -> Result<()> {
+        if self.status.is_none() {
+            match waitpid(self.pid, Some(WaitPidFlag::WNOHANG)) {
+                Ok(WaitStatus::StillAlive) => {}
+                Ok(status) => self.status = Some(status),
+                Err(e) => return Err(HelperError::sys_bare(Op::Wait, e)),
+            }
+        }
+        Ok(())
+    }
+
+    /// Kill G, which ends the whole pid namespace (see module docs).
+    pub(super) fn kill(&self) {
+        if self.status.is_none() {
+            let _ = nix::sys::signal::kill(self.pid, Signal::SIGKILL);
+        }
+    }
+
+    /// How the tree ended: `killed` if the helper stopped it, else what G
+    /// reported (the shell's status, then leftover processes).
+    fn finish(self, killed: Option<ExitStatus>) -> Result<Finished> {
+        let [stdout, stderr, state, report] = self.streams;
+        let report = String::from_utf8_lossy(&report.data).into_owned();
+        let mut lines = report.lines();
+        let shell_status = lines.next().and_then(parse_status);
+        let killed_background: Vec<String> = lines.map(str::to_owned).collect();
+        let exit = match (killed, shell_status) {
+            (Some(k), _) => k,
+            (None, Some(s)) => s,
+            (None, None) => match self.status {
+                Some(WaitStatus::Signaled(_, sig, _)) => ExitStatus::Signal { signal: sig as i32 },
+                Some(WaitStatus::Exited(_, code)) => {
+                    return Err(HelperError::ActionInit {
+                        detail: format!("exited with {code}"),
+                    });
+                }
+                other => {
+                    return Err(HelperError::ActionInit {
+                        detail: format!("ended unexpectedly ({other:?})"),
+                    });
+                }
+            },
+        };
+        Ok(Finished {
+            stdout: stdout.finish(),
+            stderr: stderr.finish(),
+            state: state.data,
+            exit,
+            killed_background,
+        })
+    }
+}
+
+/// What a finished process tree left: its capped output, the session state
+/// its shell reported, how it ended, and the processes that outlived it.
+struct Finished {
+    stdout: Vec<u8>,
+    stderr: Vec<u8>,
+    state: Vec<u8>,
+    exit: ExitStatus,
+    killed_background: Vec<String>,
+}
+
+/// One captured pipe.
+pub(super) struct Stream {
+    fd: OwnedFd,
+    data: Vec<u8>,
+    cap: u64,
+    dropped: u64,
+    eof: bool,
+}
+
+impl Stream {
+    pub(super) fn new(fd: OwnedFd, cap: u64) -> Self {
+        let _ = nix::fcntl::fcntl(
+            &fd,
+            nix::fcntl::FcntlArg::F_SETFL(nix::fcntl::OFlag::O_NONBLOCK),
+        );
+        Self {
+            fd,
+            data: Vec::new(),
+            cap,
+            dropped: 0,
+            eof: false,
+        }
+    }
+
+    fn read_available(&mut self) -> Result<()> {
+        let mut buf = [0u8; 65536];
+        loop {
+            match nix::unistd::read(&self.fd, &mut buf) {
+                Ok(0) => {
+                    self.eof = true;
+                    return Ok(());
+                }
+                Ok(n) => {
+                    let room = usize::try_from(self.cap.saturating_sub(self.data.len() as u64))
+                        .unwrap_or(usize::MAX);
+                    let keep = n.min(room);
+                    self.data.extend_from_slice(&buf[..keep]);
+                    self.dropped += (n - keep) as u64;
+                }
+                Err(nix::errno::Errno::EAGAIN) => return Ok(()),
+                Err(nix::errno::Errno::EINTR) => {}
+                Err(e) => return Err(HelperError::sys_bare(Op::Read, e)),
+            }
+        }
+    }
+
+    fn finish(mut self) -> Vec<u8> {
+        if self.dropped > 0 {
+            self.data.extend_from_slice(
+                format!(
+                    "\n[arbor: output truncated, {} bytes dropped]\n",
+                    self.dropped
+                )
+                .as_bytes(),
+            );
+        }
+        self.data
+    }
+}
+
+/// Wait up to `wait` for output on the open streams of the main process
+/// tree and its peer, or for either's init to exit (its pidfd becomes
+/// readable), and read what is there.
+fn poll_streams(
+    main: &mut RunningAction,
+    peer: Option<&mut RunningAction>,
+    wait: Duration,
+) -> Result<()> {
+    use nix::poll::{PollFd, PollFlags, PollTimeout, poll};
+    let mut trees: Vec<&mut RunningAction> = std::iter::once(main).chain(peer).collect();
+    let mut slots: Vec<(usize, Option<usize>)> = Vec::new();
+    let ready: Vec<bool> = {
+        let mut fds: Vec<PollFd<'_>> = Vec::new();
+        for (t, tree) in trees.iter().enumerate() {
+            for (i, s) in tree.streams.iter().enumerate() {
+                if !s.eof {
+                    fds.push(PollFd::new(s.fd.as_fd(), PollFlags::POLLIN));
+                    slots.push((t, Some(i)));
+                }
+            }
+            if let (None, Some(pidfd)) = (tree.status, tree.pidfd.as_ref()) {
+                fds.push(PollFd::new(pidfd.as_fd(), PollFlags::POLLIN));
+                slots.push((t, None));
+            }
+        }
+        if fds.is_empty() {
+            std::thread::sleep(wait.min(Duration::from_millis(1)));
+            return Ok(());
+        }
+        let ms = u16::try_from(wait.as_millis()).unwrap_or(u16::MAX);
+        match poll(&mut fds, PollTimeout::from(ms)) {
+            Ok(_) | Err(nix::errno::Errno::EINTR) => {}
+            Err(e) => return Err(HelperError::sys_bare(Op::Poll, e)),
+        }
+        fds.iter()
+            .map(|f| f.revents().is_some_and(|r| !r.is_empty()))
+            .collect()
+    };
+    for (k, &(t, stream)) in slots.iter().enumerate() {
+        if let (true, Some(i)) = (ready[k], stream) {
+            trees[t].streams[i].read_available()?;
+        }
+    }
+    Ok(())
+}
+
+/// Wait for the main process tree (and its peer) to end, enforcing the
+/// wall-clock limit and the upper layer's size limit on both; the peer is
+/// stopped when the main action is over.
+pub(super) fn supervise(
+    mut main: RunningAction,
+    mut peer: Option<RunningAction>,
+    req: &ExecRequest,
+    policed: &Path,
+) -> Result<ExecResult> {
+    let start = Instant::now();
+    let deadline = start + Duration::from_millis(req.timeout_ms);
+    let mut killed: Option<ExitStatus> = None;
+    let mut peer_stopped = false;
+    let mut next_size_check = start + Duration::from_millis(100);
+    loop {
+        let main_done = main.done();
+        if main_done && peer.as_ref().is_none_or(RunningAction::done) {
+            break;
+        }
+        if let (true, false, Some(p)) = (main_done, peer_stopped, &peer) {
+            peer_stopped = p.status.is_none();
+            p.kill();
+        }
+        let now = Instant::now();
+        let wait = if killed.is_none() {
+            deadline
+                .saturating_duration_since(now)
+                .min(Duration::from_millis(50))
+        } else {
+            Duration::from_millis(50)
+        };
+        poll_streams(&mut main, peer.as_mut(), wait)?;
+        main.reap()?;
+        if let Some(p) = peer.as_mut() {
+            p.reap()?;
+        }
+        if main.status.is_none() && killed.is_none() {
+            let now = Instant::now();
+            if now >= deadline {
+                killed = Some(ExitStatus::Timeout);
+            } else if now >= next_size_check {
+                next_size_check = now + Duration::from_millis(200);
+                if crate::layer::dir_size(policed).unwrap_or(0) > req.limits.upper_bytes {
+                    killed = Some(ExitStatus::DiskLimit);
+                }
+            }
+            if killed.is_some() {
+                main.kill();
+                if let Some(p) = &peer {
+                    p.kill();
+                }
+            }
+        }
+    }
+    let duration_us = u64::try_from(start.elapsed().as_micros()).unwrap_or(u64::MAX);
+    if killed.is_none() && crate::layer::dir_size(policed).unwrap_or(0) > req.limits.upper_bytes {
+        killed = Some(ExitStatus::DiskLimit);
+    }
+    let peer = match peer {
+        Some(p) => {
+            let stopped_by = peer_stopped.then_some(ExitStatus::Signal { signal: 9 });
+            let f = p.finish(killed.or(stopped_by))?;
+            Some(PeerResult {
+                stdout: f.stdout,
+                stderr: f.stderr,
+                exit: f.exit,
+                stopped: peer_stopped,
+            })
+        }
+        None => None,
+    };
+    let f = main.finish(killed)?;
+    let session = if matches!(f.exit, ExitStatus::Timeout | ExitStatus::DiskLimit) {
+        None
+    } else {
+        parse_session(&f.state, &req.fixed_env)
+    };
+    Ok(ExecResult {
+        stdout: f.stdout,
+        stderr: f.stderr,
+        exit: f.exit,
+        duration_us,
+        session,
+        killed_background: f.killed_background,
+        peer,
+    })
+}
+
+/// Command lines of every process in this pid namespace except pid 1.
+pub(super) fn list_processes() -> Vec<String> {
+    // Reap what has already exited: zombies are not running processes.
+    while let Ok(status) = waitpid(None::<Pid>, Some(WaitPidFlag::WNOHANG)) {
+        if matches!(status, WaitStatus::StillAlive) {
+            break;
+        }
+    }
+    let Ok(entries) = fs::read_dir("/proc") else {
+        return Vec::new();
+    };
+    let mut pids: Vec<i32> = entries
+        .flatten()
+        .filter_map(|e| e.file_name().to_str()?.parse().ok())
+        .filter(|&pid| pid != 1)
+        .collect();
+    pids.sort_unstable();
+    pids.into_iter().filter_map(describe_process).collect()
+}
+
+/// The command line of a live process. A process caught between `fork` and
+/// `exec` still shows the action's own `bash -c <wrapper>`, and one inside
+/// `exec` shows nothing, for a moment: wait a little for it, then name it
+/// by its `comm`.
+fn describe_process(pid: i32) -> Option<String> {
+    let wrapper_start = WRAPPER.lines().next().unwrap_or_default();
+    for _ in 0..20 {
+        let cmdline = fs::read(format!("/proc/{pid}/cmdline")).ok()?;
+        let text: Vec<String> = cmdline
+            .split(|&b| b == 0)
+            .filter(|s| !s.is_empty())
+            .map(|s| String::from_utf8_lossy(s).into_owned())
+            .collect();
+        let forked_shell = text.len() == 3 && text[1] == "-c" && text[2].starts_with(wrapper_start);
+        if !text.is_empty() && !forked_shell {
+            return Some(text.join(" "));
+        }
+        std::thread::sleep(Duration::from_millis(1));
+    }
+    let comm = fs::read_to_string(format!("/proc/{pid}/comm")).ok()?;
+    Some(format!("[{}]", comm.trim_end()))
+}
