@@ -1025,6 +1025,8 @@ fn render_replay(report: &arbor_runtime::replay::ReplayReport) -> String {
                 Divergence::ObservationCount { recorded, replayed } => text.push_str(&format!(
                     "          {recorded} observations recorded, {replayed} replayed\n"
                 )),
+                // The session (WebAssembly) parts: one line each.
+                other => text.push_str(&format!("          {other}\n")),
             }
         }
     }

@@ -625,35 +625,34 @@ pub fn replay(ctx: &Ctx, id: &SnapshotId) -> Result<i32> {
     struct ReplayJson<'a> {
         snapshot: SnapshotId,
         backend: &'static str,
-        identical: bool,
         #[serde(flatten)]
-        report: &'a arbor_runtime::wasm::WasmReplayReport,
+        report: &'a arbor_runtime::replay::ReplayReport,
     }
-    let identical = report.is_identical();
+    let identical = report.identical;
     emit(
         ctx.json,
         &ReplayJson {
             snapshot: *id,
             backend: "wasm",
-            identical,
             report: &report,
         },
         || {
             let mut text = String::new();
-            for d in &report.divergences {
+            for step in report.steps.iter().filter(|s| !s.divergences.is_empty()) {
+                let parts: Vec<String> = step.divergences.iter().map(|d| d.to_string()).collect();
                 text.push_str(&format!(
-                    "step {} (snapshot {}): DIVERGED in {}\n",
-                    d.step,
-                    d.snapshot.short(),
-                    d.parts.join(", ")
+                    "step {} (snapshot {}): DIVERGED: {}\n",
+                    step.step,
+                    step.recorded.short(),
+                    parts.join("; ")
                 ));
             }
             text.push_str(&format!(
-                "{} step{} re-executed from the guest's boot; {} snapshot memory hash{} compared: {}\n",
-                report.steps,
-                crate::render::plural(report.steps),
-                report.memory_hashes.len(),
-                if report.memory_hashes.len() == 1 { "" } else { "es" },
+                "{} step{} re-executed from the guest's boot; {} snapshot{} compared: {}\n",
+                report.actions,
+                crate::render::plural(report.actions),
+                report.steps.len(),
+                crate::render::plural(report.steps.len()),
                 if identical {
                     "identical (bit-exact)"
                 } else {

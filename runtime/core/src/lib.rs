@@ -48,6 +48,7 @@ pub mod parallel;
 pub mod replay;
 mod runtime;
 pub mod sandbox;
+mod seal;
 pub mod snapshot;
 pub mod store;
 mod sys;
