@@ -35,7 +35,7 @@ demo: prerequisites
 
 # The WebAssembly backend (runtime/core/src/wasm) is compiled, linted and
 # tested with the rest; .ci/build-guests builds its Python guest first.
-WASM := --features arbor-runtime/wasm,arbor-envs/wasm,arbor/wasm
+WASM := --features arbor-runtime/wasm,arbor-envs/wasm,arbor/wasm,arbor-tests/wasm
 # The same for commands that select only some packages (cargo refuses a
 # feature of a package it was not asked to build).
 WASM_BENCH := --features arbor-runtime/wasm

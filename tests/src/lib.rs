@@ -139,3 +139,55 @@ pub fn run_crasher(
     }
     cmd.output().expect("run arbor-test-crasher")
 }
+
+/// A tiny WebAssembly guest speaking the Arbor guest protocol without WASI,
+/// for session tests that need no interpreter: the input buffer is at 1024,
+/// and `arbor_step` stores the input's first byte at address 0 and returns 0.
+#[cfg(feature = "wasm")]
+pub fn tiny_guest() -> Vec<u8> {
+    use wasm_encoder::{
+        CodeSection, ExportKind, ExportSection, Function, FunctionSection, Instruction as I,
+        MemArg, MemorySection, MemoryType, Module, TypeSection, ValType,
+    };
+    let mut m = Module::new();
+    let mut types = TypeSection::new();
+    types.ty().function([ValType::I32], [ValType::I32]);
+    types.ty().function([], [ValType::I32]);
+    m.section(&types);
+    let mut funcs = FunctionSection::new();
+    funcs.function(0);
+    funcs.function(1);
+    m.section(&funcs);
+    let mut mem = MemorySection::new();
+    mem.memory(MemoryType {
+        minimum: 1,
+        maximum: None,
+        memory64: false,
+        shared: false,
+        page_size_log2: None,
+    });
+    m.section(&mem);
+    let mut exports = ExportSection::new();
+    exports.export("arbor_input", ExportKind::Func, 0);
+    exports.export("arbor_step", ExportKind::Func, 1);
+    m.section(&exports);
+    let byte = MemArg {
+        offset: 0,
+        align: 0,
+        memory_index: 0,
+    };
+    let mut code = CodeSection::new();
+    let mut input = Function::new([]);
+    input.instruction(&I::I32Const(1024)).instruction(&I::End);
+    code.function(&input);
+    let mut step = Function::new([]);
+    step.instruction(&I::I32Const(0))
+        .instruction(&I::I32Const(1024))
+        .instruction(&I::I32Load8U(byte))
+        .instruction(&I::I32Store8(byte))
+        .instruction(&I::I32Const(0))
+        .instruction(&I::End);
+    code.function(&step);
+    m.section(&code);
+    m.finish()
+}

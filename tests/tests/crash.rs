@@ -1,7 +1,8 @@
 //! Crash safety (design invariant 3): killing the process at every step of
 //! the store, import and snapshot protocols leaves a store that `fsck`
 //! reports clean, lists no partial snapshot, and leaves no helper process or
-//! mount behind.
+//! mount behind. With the feature `wasm` the same holds for every step of a
+//! WebAssembly session snapshot that seals a workspace.
 
 use std::path::Path;
 use std::process::Command;
@@ -22,12 +23,21 @@ fn every_failpoint_leaves_a_clean_store() {
     let dir = tempfile::tempdir().unwrap();
     let src = dir.path().join("src");
     arbor_tests::sample_workspace(&src);
-    let points: Vec<&str> = arbor_runtime::store::FAILPOINTS
+    let native: Vec<&str> = arbor_runtime::store::FAILPOINTS
         .iter()
         .chain(arbor_runtime::snapshot::FAILPOINTS)
         .copied()
         .collect();
-    assert!(points.len() >= 15, "{points:?}");
+    assert!(native.len() >= 15, "{native:?}");
+    // Session points are crashed at on a fresh store (where they are
+    // first reached by the session's boot) and on one with a session base
+    // (where they are reached sealing a workspace write).
+    #[cfg(feature = "wasm")]
+    let session: Vec<&str> = arbor_runtime::wasm::FAILPOINTS.to_vec();
+    #[cfg(not(feature = "wasm"))]
+    let session: Vec<&str> = Vec::new();
+    #[cfg(feature = "wasm")]
+    assert!(session.len() >= 5, "{session:?}");
     // Positive control: without a failpoint the protocol completes and is clean.
     let control = dir.path().join("control");
     let out = arbor_tests::run_crasher(Path::new(CRASHER), Path::new(HELPER), &control, &src, None);
@@ -39,11 +49,30 @@ fn every_failpoint_leaves_a_clean_store() {
     let rt =
         arbor_runtime::Runtime::open(arbor_tests::options(&control, Path::new(HELPER))).unwrap();
     assert!(rt.store().get_tag("latest").unwrap().is_some());
+    assert!(rt.store().fsck().unwrap().is_clean());
+    #[cfg(feature = "wasm")]
+    {
+        // The session snapshot sealed the workspace write as a layer.
+        let wasm = rt.wasm(arbor_runtime::wasm::WasmLimits::default()).unwrap();
+        let tag = |t: &str| rt.store().get_tag(t).unwrap().expect(t);
+        let base = wasm.snapshot(&tag("session-base")).unwrap();
+        let latest = wasm.snapshot(&tag("session-latest")).unwrap();
+        let diff = rt
+            .diff_layers(&base.manifest().layers, &latest.manifest().layers)
+            .unwrap();
+        assert!(diff.added.iter().any(|p| p == "out/session"), "{diff:?}");
+    }
 
-    let mut hit = 0;
-    for (i, point) in points.iter().enumerate() {
+    let runs: Vec<(&str, bool)> = native
+        .iter()
+        .enumerate()
         // Fresh store for half of the points, a store with a prior base for the other half.
-        let home = if i % 2 == 0 {
+        .map(|(i, p)| (*p, i % 2 == 0))
+        .chain(session.iter().flat_map(|p| [(*p, true), (*p, false)]))
+        .collect();
+    let mut hit = 0;
+    for (i, &(point, fresh)) in runs.iter().enumerate() {
+        let home = if fresh {
             dir.path().join(format!("home-{i}"))
         } else {
             control.clone()
@@ -57,6 +86,17 @@ fn every_failpoint_leaves_a_clean_store() {
         );
         if out.status.code() == Some(86) {
             hit += 1;
+        } else {
+            // Every session point is reached on both kinds of store.
+            assert!(
+                !point.starts_with("session."),
+                "{point} was not reached (fresh store: {fresh})"
+            );
+            assert!(
+                out.status.success(),
+                "at {point}: {}",
+                String::from_utf8_lossy(&out.stderr)
+            );
         }
         let stdout = String::from_utf8_lossy(&out.stdout);
         if let Some(pid) = stdout.lines().find_map(|l| l.strip_prefix("helper ")) {
@@ -84,22 +124,42 @@ fn every_failpoint_leaves_a_clean_store() {
             report.problems
         );
         for id in rt.store().snapshots().unwrap() {
-            let snap = rt
-                .snapshot(&id)
-                .unwrap_or_else(|e| panic!("listed snapshot {id} unreadable after {point}: {e}"));
-            for layer in &snap.manifest().layers {
+            for layer in listed_layers(&rt, &id, point) {
                 assert!(
-                    rt.store().layer_dir(layer).is_dir(),
+                    rt.store().layer_dir(&layer).is_dir(),
                     "listed snapshot {id} lacks layer {layer} after {point}"
                 );
             }
         }
     }
     assert!(
-        hit >= points.len() - 2,
+        hit >= runs.len() - 2,
         "only {hit} of {} failpoints were reached",
-        points.len()
+        runs.len()
     );
+}
+
+/// The layers of listed snapshot `id`, which must be readable (native or session).
+fn listed_layers(
+    rt: &arbor_runtime::Runtime,
+    id: &arbor_runtime::store::object::SnapshotId,
+    point: &str,
+) -> Vec<arbor_runtime::store::object::LayerId> {
+    let unreadable = |e: &dyn std::fmt::Display| -> ! {
+        panic!("listed snapshot {id} unreadable after {point}: {e}")
+    };
+    #[cfg(feature = "wasm")]
+    if rt.store().is_wasm_snapshot(id) {
+        let wasm = rt
+            .wasm(arbor_runtime::wasm::WasmLimits::default())
+            .unwrap_or_else(|e| unreadable(&e));
+        let snap = wasm.snapshot(id).unwrap_or_else(|e| unreadable(&e));
+        // Its memory's page index is there and well formed.
+        snap.page_hashes().unwrap_or_else(|e| unreadable(&e));
+        return snap.manifest().layers.clone();
+    }
+    let snap = rt.snapshot(id).unwrap_or_else(|e| unreadable(&e));
+    snap.manifest().layers.clone()
 }
 
 #[test]

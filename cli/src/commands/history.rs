@@ -329,6 +329,9 @@ fn render_replay(report: &arbor_runtime::replay::ReplayReport) -> String {
                 Divergence::ObservationCount { recorded, replayed } => text.push_str(&format!(
                     "          {recorded} observations recorded, {replayed} replayed\n"
                 )),
+                // A session's memory, globals, WASI state, workspace, fuel
+                // and outcome: one line each.
+                other => text.push_str(&format!("          {other}\n")),
             }
         }
     }

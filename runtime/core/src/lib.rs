@@ -51,6 +51,7 @@ pub mod parallel;
 pub mod replay;
 mod runtime;
 pub mod sandbox;
+mod seal;
 pub mod snapshot;
 pub mod state;
 pub mod store;

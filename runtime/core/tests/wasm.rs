@@ -5,6 +5,7 @@
 use std::path::{Path, PathBuf};
 use std::sync::OnceLock;
 
+use arbor_runtime::replay::Divergence;
 use arbor_runtime::store::object::ObjectId;
 use arbor_runtime::store::{OwnerMode, Store};
 use arbor_runtime::wasm::{
@@ -255,11 +256,15 @@ fn replay_is_bit_exact_ten_times_and_a_changed_step_diverges_there() {
     assert_eq!(chain.len(), 6);
     for i in 0..10 {
         let report = rt.replay(&tip).unwrap();
-        assert!(report.is_identical(), "run {i}: {report:?}");
-        assert_eq!(report.steps, 5);
-        assert_eq!(report.memory_hashes.len(), 6);
-        for (recorded, replayed) in &report.memory_hashes {
-            assert_eq!(recorded, replayed);
+        assert!(report.identical, "run {i}: {report:?}");
+        assert!(report.first_divergence().is_none(), "run {i}: {report:?}");
+        assert_eq!(report.actions, 5);
+        // One step per snapshot, the boot as step 0.
+        assert_eq!(report.steps.len(), 6);
+        for (step, recorded) in report.steps.iter().zip(&chain) {
+            assert_eq!(&step.recorded, recorded.id());
+            let replayed = rt.snapshot(&step.replayed).unwrap();
+            assert_eq!(replayed.memory_hash(), recorded.memory_hash());
         }
     }
     // Negative control: step 3 changed.
@@ -268,10 +273,25 @@ fn replay_is_bit_exact_ten_times_and_a_changed_step_diverges_there() {
             (step == 3).then(|| code.replace("1000", "999"))
         })
         .unwrap();
-    assert!(!report.is_identical());
-    assert_eq!(report.first_divergent_step(), Some(3), "{report:?}");
-    let first = &report.divergences[0];
-    assert!(first.parts.contains(&"memory".to_owned()), "{first:?}");
+    assert!(!report.identical);
+    let first = report.first_divergence().unwrap();
+    assert_eq!(first.step, 3, "{report:?}");
+    assert!(
+        first.divergences.iter().any(
+            |d| matches!(d, Divergence::Memory { recorded, replayed } if recorded != replayed)
+        ),
+        "{first:?}"
+    );
+    // The JSON names each part.
+    let json = serde_json::to_value(first).unwrap();
+    assert!(
+        json["divergences"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|d| d["part"] == "memory"),
+        "{json}"
+    );
 }
 
 #[test]

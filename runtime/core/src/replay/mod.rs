@@ -26,7 +26,7 @@ use crate::runtime::{Result, RuntimeError};
 use crate::sandbox::Sandbox;
 use crate::snapshot::Snapshot;
 use crate::store::object::{
-    Action, EntryKind, ExitStatus, ObservationDigest, SnapshotId, Tree, TreeEntry,
+    Action, EntryKind, ExitStatus, ObjectId, ObservationDigest, SnapshotId, Tree, TreeEntry,
 };
 use crate::{Runtime, SandboxError};
 
@@ -80,7 +80,8 @@ pub struct StepReport {
     pub divergences: Vec<Divergence>,
 }
 
-/// One difference between a recorded and a replayed observation.
+/// One difference between a recorded and a replayed observation (or, for a
+/// WebAssembly session, between a recorded and a replayed snapshot's state).
 #[derive(Clone, Debug, Serialize)]
 #[serde(tag = "part", rename_all = "snake_case")]
 pub enum Divergence {
@@ -121,6 +122,107 @@ pub enum Divergence {
         /// As replayed.
         replayed: usize,
     },
+    /// A session's linear memory differs (WebAssembly backend).
+    Memory {
+        /// The recorded memory hash.
+        recorded: ObjectId,
+        /// The replayed memory hash.
+        replayed: ObjectId,
+    },
+    /// A session's mutable globals differ (WebAssembly backend).
+    Globals {
+        /// The globals whose values differ (or that only one side has).
+        names: Vec<String>,
+    },
+    /// A session's guest-visible WASI state differs: arguments, environment,
+    /// clocks, the generator's position (WebAssembly backend).
+    Wasi,
+    /// A session's workspace differs (WebAssembly backend).
+    Workspace {
+        /// The paths that differ, each with what differs.
+        paths: Vec<String>,
+    },
+    /// The fuel an action used differs (WebAssembly backend).
+    Fuel {
+        /// Index of the action within the step.
+        action: usize,
+        /// As recorded.
+        recorded: u64,
+        /// As replayed.
+        replayed: u64,
+    },
+    /// How an action, or the session, ended differs (WebAssembly backend).
+    Outcome {
+        /// Index of the action within the step; `None`: the session's end.
+        action: Option<usize>,
+        /// As recorded.
+        recorded: String,
+        /// As replayed.
+        replayed: String,
+    },
+}
+
+impl std::fmt::Display for Divergence {
+    /// One line naming what differs (the diff lines and paths are left out).
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Self::Stdout { action, .. } => write!(f, "action {}: stdout differs", action + 1),
+            Self::Stderr { action, .. } => write!(f, "action {}: stderr differs", action + 1),
+            Self::Exit {
+                action,
+                recorded,
+                replayed,
+            } => write!(
+                f,
+                "action {}: exit status differs: recorded {recorded:?}, replayed {replayed:?}",
+                action + 1
+            ),
+            Self::Filesystem { action, paths } => write!(
+                f,
+                "action {}: filesystem differs ({} paths)",
+                action + 1,
+                paths.len()
+            ),
+            Self::ObservationCount { recorded, replayed } => {
+                write!(f, "{recorded} observations recorded, {replayed} replayed")
+            }
+            Self::Memory { recorded, replayed } => write!(
+                f,
+                "memory differs: recorded {}, replayed {}",
+                recorded.short(),
+                replayed.short()
+            ),
+            Self::Globals { names } => write!(f, "globals differ: {}", names.join(", ")),
+            Self::Wasi => write!(f, "WASI state differs"),
+            Self::Workspace { paths } => {
+                write!(f, "workspace differs ({} paths)", paths.len())
+            }
+            Self::Fuel {
+                action,
+                recorded,
+                replayed,
+            } => write!(
+                f,
+                "action {}: fuel differs: recorded {recorded}, replayed {replayed}",
+                action + 1
+            ),
+            Self::Outcome {
+                action,
+                recorded,
+                replayed,
+            } => {
+                if let Some(a) = action {
+                    write!(f, "action {}: ", a + 1)?;
+                } else {
+                    write!(f, "the session's end: ")?;
+                }
+                write!(
+                    f,
+                    "outcome differs: recorded {recorded}, replayed {replayed}"
+                )
+            }
+        }
+    }
 }
 
 /// Re-executes recorded actions from a snapshot, in a fresh fork.
@@ -349,8 +451,12 @@ pub fn tree_diff(recorded: &Tree, replayed: &Tree) -> Vec<String> {
             .map(|e| (e.path.clone(), e.clone()))
             .collect(),
     };
-    let (a, b) = (view(recorded), view(replayed));
-    let d = crate::layer::diff(&a, &b);
+    view_diff(&view(recorded), &view(replayed))
+}
+
+/// [`tree_diff`] of two merged views (e.g. two workspaces' layer chains).
+pub fn view_diff(a: &MergedView, b: &MergedView) -> Vec<String> {
+    let d = crate::layer::diff(a, b);
     let mut out: Vec<(&String, String)> = d
         .deleted
         .iter()

@@ -2,23 +2,12 @@
 //!
 //! A snapshot is an ordered chain of layers plus session state and metadata,
 //! stored as a manifest whose hash is the snapshot id. Taking one *seals* the
-//! sandbox's private upper directory, at a cost proportional to what changed
-//! since the last snapshot, never to the workspace:
-//!
-//! 1. write the objects the pending actions refer to (their outputs, written
-//!    file contents) and the tree of the upper directory, whose hash is the
-//!    layer id (the tree was computed after the last action);
-//! 2. unmount the workspace (the sandbox is idle: every action is a finished process tree);
-//! 3. `syncfs` the upper directory's filesystem;
-//! 4. rename the upper directory into `layers/<id>` and fsync `layers/`;
-//! 5. write the manifest object;
-//! 6. list the snapshot (`snapshots/<id>`): only now does it exist for `ls`;
-//! 7. mount a fresh empty upper over the new chain and continue.
-//!
-//! A crash between any two steps leaves at most unreferenced garbage (an
-//! orphan layer or manifest) that `fsck` reports as garbage, not damage, and
-//! `gc` removes. Forking N sandboxes from a snapshot mounts N overlays over
-//! the same lower chain, each with its own empty upper: nothing is copied.
+//! sandbox's private part (overlay upper or copy workspace) with the seal
+//! protocol written out in `crate::seal` (objects → unmount → `syncfs` →
+//! rename into `layers/<id>` → manifest → list), at a cost proportional to
+//! what changed since the last snapshot, never to the workspace. Forking N
+//! sandboxes from a snapshot mounts N overlays over the same lower chain,
+//! each with its own empty upper: nothing is copied.
 
 use std::fs::File;
 use std::os::unix::fs::{MetadataExt, PermissionsExt};
@@ -28,6 +17,7 @@ use crate::Runtime;
 use crate::layer::OwnerMap;
 use crate::runtime::{Result, RuntimeError};
 use crate::sandbox::{Sandbox, SandboxError};
+use crate::seal::{Delta, Staged};
 use crate::store::object::{Action, Manifest, SessionState, SnapshotId};
 use crate::store::{failpoint, fsync_dir};
 
@@ -126,26 +116,37 @@ impl Sandbox {
         }
         let store = runtime.store();
         let _lock = store.lock_shared()?;
+        let protocol = &crate::seal::SANDBOX;
         let (tree, tree_id) = self.delta()?;
-        // Outputs, file contents and delta trees of the pending actions.
+        // 1. Outputs, file contents and delta trees of the pending actions.
         self.write_held_objects()?;
         let written = store.put_tree(&tree)?;
         debug_assert_eq!(written, tree_id);
-        failpoint("snapshot.tree-written");
+        let staged = stage_copy_delta(&runtime, self, &tree, tree_id)?;
+        protocol.objects_written();
+        // 2.
         self.unmount_workspace()?;
-        failpoint("snapshot.unmounted");
-        let new_layer = match seal_private(&runtime, self, tree.entries.is_empty(), tree_id) {
+        protocol.quiesced();
+        // 3–4.
+        let delta = if tree.entries.is_empty() {
+            Delta::Empty
+        } else if let Some(staged) = staged {
+            Delta::Staged(tree_id, staged)
+        } else if self.is_overlay() && !store.layer_dir(&tree_id).exists() {
+            Delta::Upper(tree_id, self.private_dir())
+        } else {
+            Delta::Present(tree_id)
+        };
+        let new_layer = match protocol.install(store, delta) {
             Ok(n) => n,
             Err(e) => {
                 // Keep the sandbox usable: mount its unsealed changes again.
                 let _ = self.remount_after_failed_seal();
-                return Err(e);
+                return Err(e.into());
             }
         };
         let mut layers = self.layers().to_vec();
-        if new_layer {
-            layers.push(tree_id);
-        }
+        layers.extend(new_layer);
         let (pending, killed_background) = self.take_pending();
         let (actions, observations): (Vec<Action>, Vec<_>) = pending.into_iter().unzip();
         let action = match actions.len() {
@@ -162,83 +163,37 @@ impl Sandbox {
             created_at: now(),
             killed_background,
         };
-        let id = store.put_manifest(&manifest)?;
-        failpoint("snapshot.manifest-written");
-        store.list_snapshot(&id)?;
-        failpoint("snapshot.listed");
+        // 5–6.
+        let id = protocol.publish(store, || store.put_manifest(&manifest))?;
+        // 7.
         self.continue_on(id, layers)?;
         Ok(Snapshot::new(runtime, id, manifest))
     }
 }
 
-/// Steps 2–4 of the protocol for the sandbox's private part. Returns
-/// whether a new (non-empty) layer joined the chain.
-fn seal_private(
+/// Step 1 of the copy backend: stage the workspace's delta as a layer
+/// directory, unless nothing changed or the store has the layer already.
+fn stage_copy_delta(
     runtime: &Runtime,
     sandbox: &Sandbox,
-    empty: bool,
+    tree: &crate::store::object::Tree,
     tree_id: SnapshotId,
-) -> Result<bool> {
+) -> Result<Option<Staged>> {
     let store = runtime.store();
-    let private = sandbox.private_dir();
-    let dir = File::open(private).map_err(|e| io("open", private, e))?;
-    rustix::fs::syncfs(&dir).map_err(|e| io("syncfs", private, e.into()))?;
-    failpoint("snapshot.synced");
-    if empty {
-        return Ok(false);
+    if sandbox.is_overlay() || tree.entries.is_empty() || store.layer_dir(&tree_id).exists() {
+        return Ok(None);
     }
-    let dest = store.layer_dir(&tree_id);
-    if !dest.exists() {
-        if sandbox.is_overlay() {
-            install_dir(private, &dest)?;
-        } else {
-            // The copy workspace stays the sandbox's; the layer is the written delta.
-            let staging = store.new_temp_path("seal");
-            let written = sandbox
-                .write_copy_delta(&staging)
-                .and_then(|tree| Ok(store.put_tree(&tree)?));
-            let written = match written {
-                Ok(id) => id,
-                Err(e) => {
-                    crate::cleanup::remove_dir_forcefully(&staging);
-                    return Err(e.into());
-                }
-            };
-            if written != tree_id {
-                crate::cleanup::remove_dir_forcefully(&staging);
-                return Err(RuntimeError::Sandbox(SandboxError::SealRace(format!(
-                    "the workspace changed while it was being sealed (delta {} became {})",
-                    tree_id.short(),
-                    written.short()
-                ))));
-            }
-            if !install_dir(&staging, &dest)? {
-                crate::cleanup::remove_dir_forcefully(&staging);
-            }
-        }
+    // The copy workspace stays the sandbox's; the layer is the written delta.
+    let staged = Staged::write(store, |dir| sandbox.write_copy_delta(dir))?;
+    let written = store.put_tree(staged.tree())?;
+    if written != tree_id {
+        return Err(RuntimeError::Sandbox(SandboxError::SealRace(format!(
+            "the workspace changed while it was being sealed (delta {} became {})",
+            tree_id.short(),
+            written.short()
+        ))));
     }
-    if let Some(parent) = dest.parent() {
-        fsync_dir(parent)?;
-    }
-    failpoint("snapshot.layer-renamed");
-    Ok(true)
-}
-
-/// Move a sealed directory into the layer store. Layers are named by the
-/// hash of their content, so when another process installed the same layer
-/// first, ours is redundant: returns `false` and leaves `from` in place.
-fn install_dir(from: &Path, dest: &Path) -> Result<bool> {
-    match rustix::fs::renameat_with(
-        rustix::fs::CWD,
-        from,
-        rustix::fs::CWD,
-        dest,
-        rustix::fs::RenameFlags::NOREPLACE,
-    ) {
-        Ok(()) => Ok(true),
-        Err(rustix::io::Errno::EXIST | rustix::io::Errno::NOTEMPTY) => Ok(false),
-        Err(e) => Err(io("seal layer into", dest, e.into())),
-    }
+    Ok(Some(staged))
 }
 
 fn io(op: &'static str, path: &Path, source: std::io::Error) -> RuntimeError {
@@ -276,7 +231,7 @@ impl Runtime {
             failpoint("import.tree-written");
             let dest = store.layer_dir(&tree_id);
             if !dest.exists() {
-                install_dir(&staging, &dest)?;
+                crate::seal::install_dir(&staging, &dest)?;
                 if let Some(parent) = dest.parent() {
                     fsync_dir(parent)?;
                 }
