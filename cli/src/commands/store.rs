@@ -5,8 +5,7 @@
 use std::collections::BTreeMap;
 
 use anyhow::Result;
-use arbor_runtime::state::action_summary;
-use arbor_runtime::store::{FsckProblem, SnapshotId, Store};
+use arbor_runtime::store::{Action, FsckProblem, SnapshotId, Store};
 use serde::Serialize;
 
 use super::{Ctx, tags_by_snapshot};
@@ -104,7 +103,10 @@ pub(super) fn ls(ctx: &Ctx) -> Result<i32> {
                     created_at: m.created_at,
                     parent: m.parent,
                     tags,
-                    summary: action_summary(m.action.as_ref()),
+                    summary: m
+                        .action
+                        .as_ref()
+                        .map_or_else(|| "(no action)".to_owned(), Action::summary),
                     layers: m.layers.len(),
                     error: None,
                 },

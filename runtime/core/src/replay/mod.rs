@@ -263,17 +263,6 @@ fn step_actions(action: &Option<Action>) -> Vec<Action> {
     }
 }
 
-/// A one-line summary of an action.
-pub fn summarize(action: &Action) -> String {
-    match action {
-        Action::Exec { command, .. } => format!("exec {command}"),
-        Action::WriteFile { path, .. } => format!("write {path}"),
-        Action::DeleteFile { path } => format!("delete {path}"),
-        Action::Import { source } => format!("import {source}"),
-        Action::Sequence { actions } => format!("{} actions", actions.len()),
-    }
-}
-
 /// Replay `target`'s chain from its root and compare every observation.
 ///
 /// # Errors
@@ -321,7 +310,7 @@ pub fn replay(runtime: &Runtime, target: &Snapshot, opts: ReplayOptions) -> Resu
             step: index,
             recorded: *recorded.id(),
             replayed: *replayed.id(),
-            actions: actions.iter().map(summarize).collect(),
+            actions: actions.iter().map(Action::summary).collect(),
             divergences,
         });
         current = replayed;

@@ -276,6 +276,36 @@ pub const EXIT_TIMEOUT: i32 = 124;
 /// Shell status of an action stopped at the disk (or, in a session, memory) limit.
 pub const EXIT_DISK_LIMIT: i32 = 125;
 
+impl Action {
+    /// One line saying what it did: `$ make test`, `write a.txt`,
+    /// `delete b`, `import ./src`, `sequence of 3 actions: $ make, ...`.
+    /// The one summary of a native action (log, replay, ls, rollout).
+    pub fn summary(&self) -> String {
+        match self {
+            Self::Exec { command, .. } => format!("$ {}", one_line(command)),
+            Self::WriteFile { path, .. } => format!("write {path}"),
+            Self::DeleteFile { path } => format!("delete {path}"),
+            Self::Import { source } => format!("import {source}"),
+            Self::Sequence { actions } => {
+                let n = actions.len();
+                let first = actions.first().map_or_else(String::new, Action::summary);
+                format!(
+                    "sequence of {n} action{}: {first}{}",
+                    if n == 1 { "" } else { "s" },
+                    if n > 1 { ", ..." } else { "" }
+                )
+            }
+        }
+    }
+}
+
+/// Text on one line: line breaks become a visible `\\n`, tabs spaces.
+pub fn one_line(text: &str) -> String {
+    text.trim_end_matches('\n')
+        .replace('\n', "\\n")
+        .replace('\t', " ")
+}
+
 impl ExitStatus {
     /// The shell-style status, the one mapping every command and record
     /// uses: the code, 128+N for signal N, [`EXIT_TIMEOUT`], [`EXIT_DISK_LIMIT`].

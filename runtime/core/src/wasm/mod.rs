@@ -379,18 +379,11 @@ pub enum WasmAction {
 }
 
 impl WasmAction {
-    /// A one-line summary (as [`crate::replay::summarize`] for native actions).
+    /// One line saying what it did: `>>> x = 1` (a step's input on one
+    /// line), `write a.txt`, `delete b` (as [`crate::store::Action::summary`]).
     pub fn summary(&self) -> String {
         match self {
-            Self::Step { code } => {
-                let first = code.lines().next().unwrap_or("");
-                let more = if code.lines().nth(1).is_some() {
-                    " …"
-                } else {
-                    ""
-                };
-                format!("step {first}{more}")
-            }
+            Self::Step { code } => format!(">>> {}", crate::store::object::one_line(code)),
             Self::WriteFile { path, .. } => format!("write {path}"),
             Self::DeleteFile { path } => format!("delete {path}"),
         }

@@ -47,54 +47,24 @@
 use std::path::Path;
 use std::time::Duration;
 
-use serde::Serialize;
-
-use crate::layer::{Diff, MaterializeReport};
+use crate::layer::MaterializeReport;
 use crate::replay::{ReplayOptions, ReplayReport};
 use crate::runtime::{Result, RuntimeError};
 use crate::store::Store;
-use crate::store::object::{Action, ExitStatus, LayerId, Manifest, ObservationDigest, SnapshotId};
+use crate::store::object::{Action, LayerId, SnapshotId};
 use crate::{ExecOptions, Runtime, Sandbox, Snapshot};
 
 #[cfg(feature = "wasm")]
-use crate::wasm::{StepOutcome, WasmAction, WasmManifest, WasmSandbox, WasmSnapshot};
+use crate::wasm::{WasmSandbox, WasmSnapshot};
 
-/// Which backend runs a state.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, serde::Deserialize)]
-#[serde(rename_all = "lowercase")]
-pub enum Backend {
-    /// Linux namespaces over a copy-on-write workspace; steps are shell commands.
-    Native,
-    /// A WebAssembly interpreter session; steps are its input (Python source).
-    Wasm,
-}
+mod import;
+mod vocabulary;
 
-impl Backend {
-    /// The step text that command-line words stand for. Native: one word is
-    /// a shell string as given (`make && make test`); several are an argv,
-    /// each word quoted so the shell passes it through unchanged, as
-    /// `docker exec` does. A session: the words joined by spaces are one
-    /// program text (Python source).
-    pub fn step_text(self, words: &[String]) -> String {
-        match (self, words) {
-            (Self::Wasm, _) => words.join(" "),
-            (Self::Native, [one]) => one.clone(),
-            (Self::Native, _) => words
-                .iter()
-                .map(|w| shell_quote(w))
-                .collect::<Vec<_>>()
-                .join(" "),
-        }
-    }
-
-    /// `native` or `wasm`.
-    pub fn name(self) -> &'static str {
-        match self {
-            Self::Native => "native",
-            Self::Wasm => "wasm",
-        }
-    }
-}
+pub use import::SessionImport;
+pub use vocabulary::{
+    AnyManifest, Backend, MemoryDiff, Outcome, Record, SessionInfo, StateDiff, StepResult,
+    shell_quote,
+};
 
 /// A stored state of either backend.
 #[allow(
@@ -124,187 +94,9 @@ pub enum AnySandbox {
     Wasm(WasmSandbox),
 }
 
-/// How one step ended, on either backend.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
-#[serde(untagged)]
-pub enum Outcome {
-    /// A native action's exit status.
-    Exit(ExitStatus),
-    /// A session step's outcome.
-    #[cfg(feature = "wasm")]
-    Session(StepOutcome),
-}
-
-impl Outcome {
-    /// The status in the native vocabulary (the one mapping onto exit codes).
-    pub fn exit_status(&self) -> ExitStatus {
-        match self {
-            Self::Exit(e) => *e,
-            #[cfg(feature = "wasm")]
-            Self::Session(o) => o.exit_status(),
-        }
-    }
-
-    /// The shell-style exit code (124 timeout, 125 disk/memory limit, 128+N signal N).
-    pub fn shell_code(&self) -> i32 {
-        self.exit_status().shell_code()
-    }
-
-    /// A short label (`0`, `timeout`, `signal 9`; `ok`, `exception`, `out of fuel`…).
-    pub fn label(&self) -> String {
-        match self {
-            Self::Exit(e) => e.label(),
-            #[cfg(feature = "wasm")]
-            Self::Session(o) => o.label(),
-        }
-    }
-
-    /// Why the step stopped, when that deserves a sentence (`None` for a
-    /// normal exit, an ok step or an exception). `timeout` is the step's
-    /// wall-clock limit, named in a native timeout's note.
-    pub fn note(&self, timeout: Duration) -> Option<String> {
-        match self {
-            Self::Exit(ExitStatus::Code { .. }) => None,
-            Self::Exit(ExitStatus::Timeout) => Some(format!(
-                "timed out after {} s; its process tree was killed",
-                timeout.as_secs_f64()
-            )),
-            Self::Exit(ExitStatus::DiskLimit) => {
-                Some("stopped: the workspace grew past its disk limit".into())
-            }
-            Self::Exit(ExitStatus::Signal { signal }) => Some(format!("killed by signal {signal}")),
-            #[cfg(feature = "wasm")]
-            Self::Session(o) => match o {
-                StepOutcome::Ok | StepOutcome::Exception | StepOutcome::Status { .. } => None,
-                StepOutcome::Exited { code } => Some(format!(
-                    "the guest exited with code {code}; the session has ended"
-                )),
-                StepOutcome::Trap { message } => Some(format!(
-                    "the guest trapped ({message}); the session has ended"
-                )),
-                StepOutcome::OutOfFuel => {
-                    Some("the step ran out of fuel (its CPU budget); the session has ended".into())
-                }
-                StepOutcome::Timeout => {
-                    Some("the step passed its wall-clock limit; the session has ended".into())
-                }
-                StepOutcome::MemoryLimit => Some(
-                    "the guest tried to grow its memory past the cap; the session has ended".into(),
-                ),
-                StepOutcome::Ended => Some("this session had already ended; nothing ran".into()),
-            },
-        }
-    }
-}
-
-/// What one step printed and how it ended, on either backend.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct StepResult {
-    /// Stdout (capped).
-    pub stdout: Vec<u8>,
-    /// Stderr (capped).
-    pub stderr: Vec<u8>,
-    /// How it ended.
-    pub outcome: Outcome,
-    /// Wall-clock time (not part of any digest).
-    pub duration: Duration,
-    /// Background processes still running when a native action's shell
-    /// exited, which were killed (always empty for a session).
-    pub killed_background: Vec<String>,
-    /// Fuel a session step used (deterministic); `None` on native.
-    pub fuel: Option<u64>,
-    /// Bytes of stdout and stderr dropped past a session's output cap
-    /// (native output carries its own truncation mark).
-    pub dropped: [u64; 2],
-}
-
-impl StepResult {
-    /// Stdout as (lossy) UTF-8.
-    pub fn stdout_text(&self) -> String {
-        String::from_utf8_lossy(&self.stdout).into_owned()
-    }
-
-    /// Stderr as (lossy) UTF-8.
-    pub fn stderr_text(&self) -> String {
-        String::from_utf8_lossy(&self.stderr).into_owned()
-    }
-}
-
-/// What produced a snapshot, as recorded: the backend's own actions and
-/// their observation digests.
-#[derive(Clone, Debug, Serialize)]
-#[serde(untagged)]
-pub enum Record<'a> {
-    /// A native snapshot's action and observations.
-    Native {
-        /// The action (a sequence when several ran between two snapshots).
-        action: Option<&'a Action>,
-        /// One digest per action.
-        observations: &'a [ObservationDigest],
-        /// Background processes killed when their action ended.
-        killed_background: &'a [String],
-    },
-    /// A session snapshot's actions and memory.
-    #[cfg(feature = "wasm")]
-    Wasm {
-        /// The steps and host file operations since the parent.
-        actions: &'a [WasmAction],
-        /// The outcome of each step.
-        outcomes: Vec<StepOutcome>,
-        /// Hash of the linear memory.
-        memory_hash: SnapshotId,
-        /// Size of the linear memory.
-        memory_bytes: u64,
-    },
-}
-
-/// A snapshot's stored manifest, for display.
-#[derive(Clone, Copy, Debug, Serialize)]
-#[serde(untagged)]
-pub enum AnyManifest<'a> {
-    /// A native manifest.
-    Native(&'a Manifest),
-    /// A session record.
-    #[cfg(feature = "wasm")]
-    Wasm(&'a WasmManifest),
-}
-
-/// What a session snapshot holds besides its workspace.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
-pub struct SessionInfo {
-    /// The guest module (a blob).
-    pub guest_module: SnapshotId,
-    /// Hash of the linear memory (equal content, equal hash).
-    pub memory_hash: SnapshotId,
-    /// Size of the linear memory in bytes.
-    pub memory_bytes: u64,
-}
-
-/// What [`AnySnapshot::diff`] found.
-#[derive(Clone, Debug, Serialize)]
-pub struct StateDiff {
-    /// Workspace paths added, modified and deleted.
-    #[serde(flatten)]
-    pub workspace: Diff,
-    /// With two sessions, how their linear memories differ.
-    #[serde(skip_serializing_if = "Option::is_none", flatten)]
-    pub memory: Option<MemoryDiff>,
-}
-
-/// How two sessions' linear memories differ.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
-pub struct MemoryDiff {
-    /// 64 KiB pages whose content differs (or that only one side has).
-    #[serde(rename = "memory_pages_changed")]
-    pub pages_changed: usize,
-    /// Size of each memory in bytes.
-    #[serde(rename = "memory_bytes")]
-    pub bytes: [u64; 2],
-}
-
 /// Bytes in a WebAssembly page.
 #[cfg(feature = "wasm")]
-const WASM_PAGE: u64 = 65536;
+pub(crate) const WASM_PAGE: u64 = 65536;
 
 impl Runtime {
     /// Load the state `id` names, on whichever backend stored it.
@@ -332,67 +124,6 @@ impl Runtime {
     pub fn resolve_any(&self, what: &str) -> Result<AnySnapshot> {
         let id = self.store().resolve(what)?;
         self.load_any(&id)
-    }
-}
-
-/// What [`Runtime::import_session`] boots.
-#[derive(Clone, Copy, Debug)]
-pub struct SessionImport<'a> {
-    /// `python` (the bundled guest) or the path of a `.wasm` guest module.
-    pub guest: &'a str,
-    /// A directory that becomes the session's initial `/workspace`.
-    pub workspace: Option<&'a Path>,
-    /// The guest's randomness seed, 64 hex digits (default: the boot spec's).
-    pub seed: Option<&'a str>,
-}
-
-impl Runtime {
-    /// Boot a WebAssembly guest (with `workspace` as its initial
-    /// `/workspace`) and store the live session as a root snapshot.
-    ///
-    /// # Errors
-    /// A seed that is not 64 hex digits, an unreadable guest, a guest that
-    /// does not speak the guest protocol, or a build without the `wasm`
-    /// feature ([`RuntimeError::WasmUnavailable`]).
-    pub fn import_session(&self, spec: &SessionImport<'_>) -> Result<AnySnapshot> {
-        if let Some(seed) = spec.seed
-            && !(seed.len() == 64 && seed.bytes().all(|b| b.is_ascii_hexdigit()))
-        {
-            return Err(RuntimeError::BadSeed(seed.to_owned()));
-        }
-        #[cfg(feature = "wasm")]
-        {
-            let (name, bytes) = if spec.guest == "python" {
-                ("python".to_owned(), crate::wasm::python_guest()?)
-            } else {
-                let path = Path::new(spec.guest);
-                let bytes = std::fs::read(path).map_err(|e| RuntimeError::Io {
-                    op: "read the guest module (give `python` or a .wasm file)",
-                    path: path.to_owned(),
-                    source: e,
-                })?;
-                let stem = path
-                    .file_stem()
-                    .map_or_else(|| "guest".to_owned(), |s| s.to_string_lossy().into_owned());
-                (stem, bytes)
-            };
-            let mut boot = crate::wasm::BootSpec::python();
-            boot.args = vec![name];
-            if let Some(seed) = spec.seed {
-                boot.seed = seed.to_ascii_lowercase();
-            }
-            if let Some(dir) = spec.workspace {
-                // The directory becomes the session's workspace layers; the
-                // native snapshot that carried them is not kept in the index.
-                let carrier = self.import(dir, None)?;
-                boot.workspace_layers = carrier.manifest().layers.clone();
-                self.store().unlist_snapshot(carrier.id())?;
-            }
-            let rt = self.wasm(crate::wasm::WasmLimits::default())?;
-            Ok(AnySnapshot::Wasm(rt.import(&bytes, &boot)?))
-        }
-        #[cfg(not(feature = "wasm"))]
-        Err(RuntimeError::WasmUnavailable)
     }
 }
 
@@ -520,9 +251,13 @@ impl AnySnapshot {
     /// `import --wasm python (guest 1a2b…)`).
     pub fn summary(&self) -> String {
         match self {
-            Self::Native(s) => action_summary(s.manifest().action.as_ref()),
+            Self::Native(s) => s
+                .manifest()
+                .action
+                .as_ref()
+                .map_or_else(|| "(no action)".to_owned(), Action::summary),
             #[cfg(feature = "wasm")]
-            Self::Wasm(s) => session_summary(s.manifest()),
+            Self::Wasm(s) => vocabulary::session_summary(s.manifest()),
         }
     }
 
@@ -622,12 +357,7 @@ impl AnySnapshot {
         match self {
             Self::Native(s) => crate::replay::replay(s.runtime(), s, options),
             #[cfg(feature = "wasm")]
-            Self::Wasm(_) => {
-                let _ = options;
-                Err(RuntimeError::NativeOnly(
-                    "replay (pending the shared report)",
-                ))
-            }
+            Self::Wasm(s) => Ok(s.runtime().replay_with_options(s, options)?),
         }
     }
 
@@ -746,139 +476,5 @@ impl AnySandbox {
             Self::Native(_) => None,
             Self::Wasm(s) => Some(s),
         }
-    }
-}
-
-/// `word` as one shell word: as is when it is plainly safe, else in single
-/// quotes (a quote inside becomes `'\\''`).
-pub fn shell_quote(word: &str) -> String {
-    let plain = !word.is_empty()
-        && word
-            .bytes()
-            .all(|b| b.is_ascii_alphanumeric() || b"_@%+=:,./-".contains(&b));
-    if plain {
-        word.to_owned()
-    } else {
-        format!("'{}'", word.replace('\'', "'\\''"))
-    }
-}
-
-/// Text on one line: line breaks become visible `\\n`, tabs spaces.
-fn one_line(text: &str) -> String {
-    text.trim_end_matches('\n')
-        .replace('\n', "\\n")
-        .replace('\t', " ")
-}
-
-/// One line describing a native action.
-pub fn action_summary(action: Option<&Action>) -> String {
-    match action {
-        None => "(no action)".to_owned(),
-        Some(Action::Exec { command, .. }) => format!("$ {}", one_line(command)),
-        Some(Action::WriteFile { path, .. }) => format!("write {path}"),
-        Some(Action::DeleteFile { path }) => format!("delete {path}"),
-        Some(Action::Import { source }) => format!("import {source}"),
-        Some(Action::Sequence { actions }) => {
-            let n = actions.len();
-            let first = action_summary(actions.first());
-            format!(
-                "sequence of {n} action{}: {first}{}",
-                if n == 1 { "" } else { "s" },
-                if n > 1 { ", ..." } else { "" }
-            )
-        }
-    }
-}
-
-/// One line describing a session action.
-#[cfg(feature = "wasm")]
-fn wasm_action_summary(action: &WasmAction) -> String {
-    match action {
-        WasmAction::Step { code } => format!(">>> {}", one_line(code)),
-        WasmAction::WriteFile { path, .. } => format!("write {path}"),
-        WasmAction::DeleteFile { path } => format!("delete {path}"),
-    }
-}
-
-/// One line describing what produced a session snapshot.
-#[cfg(feature = "wasm")]
-fn session_summary(m: &WasmManifest) -> String {
-    match (m.boot.as_ref(), m.actions.as_slice()) {
-        (Some(boot), _) => format!(
-            "import --wasm {} (guest {})",
-            boot.args.first().map_or("?", String::as_str),
-            m.guest.short()
-        ),
-        (None, []) => "(no action)".into(),
-        (None, [one]) => wasm_action_summary(one),
-        (None, [first, ..]) => format!(
-            "{} steps: {}, ...",
-            m.actions.len(),
-            wasm_action_summary(first)
-        ),
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn outcomes_share_one_mapping_and_one_set_of_labels() {
-        let exit = Outcome::Exit(ExitStatus::Timeout);
-        assert_eq!(exit.shell_code(), 124);
-        assert_eq!(exit.label(), ExitStatus::Timeout.label());
-        assert!(
-            exit.note(Duration::from_secs(3))
-                .is_some_and(|n| n.contains("after 3 s"))
-        );
-        // Control: a normal exit has no note.
-        assert_eq!(
-            Outcome::Exit(ExitStatus::Code { code: 2 }).note(Duration::ZERO),
-            None
-        );
-        #[cfg(feature = "wasm")]
-        {
-            let fuel = Outcome::Session(StepOutcome::OutOfFuel);
-            assert_eq!(fuel.shell_code(), exit.shell_code());
-            assert_eq!(fuel.label(), "out of fuel");
-            assert!(fuel.note(Duration::ZERO).is_some());
-            assert_eq!(
-                Outcome::Session(StepOutcome::Exception).note(Duration::ZERO),
-                None
-            );
-        }
-    }
-
-    #[test]
-    fn several_words_are_an_argv_one_word_a_shell_string() {
-        let words = |w: &[&str]| w.iter().map(|s| (*s).to_owned()).collect::<Vec<_>>();
-        assert_eq!(
-            Backend::Native.step_text(&words(&["printf", "%s", "a b", "it's", ""])),
-            "printf %s 'a b' 'it'\\''s' ''"
-        );
-        // Control: one word passes through as a shell string.
-        assert_eq!(Backend::Native.step_text(&words(&["a && b"])), "a && b");
-        assert_eq!(
-            Backend::Wasm.step_text(&words(&["print(1,", "2)"])),
-            "print(1, 2)"
-        );
-    }
-
-    #[test]
-    fn summaries_are_one_line() {
-        let exec = Action::Exec {
-            command: "echo a\necho b\n".into(),
-            timeout_ms: 1,
-        };
-        assert_eq!(action_summary(Some(&exec)), "$ echo a\\necho b");
-        let seq = Action::Sequence {
-            actions: vec![exec, Action::DeleteFile { path: "x".into() }],
-        };
-        assert_eq!(
-            action_summary(Some(&seq)),
-            "sequence of 2 actions: $ echo a\\necho b, ..."
-        );
-        assert_eq!(action_summary(None), "(no action)");
     }
 }
