@@ -6,7 +6,9 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 
 use crate::layer::{self, Diff, MaterializeReport, OwnerMap};
-use crate::sandbox::{CgroupLimits, HelperCommand, Limits, Sandbox, SandboxError, SystemView};
+use crate::sandbox::{
+    CgroupLimits, HelperCommand, Sandbox, SandboxError, SandboxLimits, SystemView,
+};
 use crate::snapshot::Snapshot;
 use crate::store::object::{LayerId, SnapshotId};
 use crate::store::{OwnerMode, Store};
@@ -124,7 +126,7 @@ pub struct RuntimeOptions {
     /// The read-only system view.
     pub system: SystemView,
     /// Per-action limits.
-    pub limits: Limits,
+    pub limits: SandboxLimits,
     /// Cgroup limits (used when running as real root).
     pub cgroup: CgroupLimits,
     /// Host uid that is root inside (real-root mode only).
@@ -146,7 +148,7 @@ impl RuntimeOptions {
             home: home.into(),
             workspace: WorkspaceChoice::from_env()?,
             system: SystemView::Host,
-            limits: Limits::default(),
+            limits: SandboxLimits::default(),
             cgroup: CgroupLimits::default(),
             uid_base: DEFAULT_UID_BASE,
             squash_after: DEFAULT_SQUASH_AFTER,

@@ -37,7 +37,7 @@ use crate::{Runtime, WorkspaceBackend};
 pub use error::{Result, SandboxError};
 pub use exec::{ExecOptions, Observation, PeerCommand, ReadOnlyMount};
 pub use process::{CgroupLimits, HelperCommand};
-pub use protocol::{Limits, ListEntry, PeerResult, SystemView};
+pub use protocol::{ListEntry, PeerResult, SandboxLimits, SystemView};
 use protocol::{Request, Response, WorkspaceMount};
 pub use workspace::{ChangeKind, PathChange};
 use workspace::{Private, make_upper, record_base};

@@ -12,7 +12,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Condvar, Mutex};
 
 use super::process::{CgroupLimits, HelperCommand, HelperProcess};
-use super::protocol::{Limits, Request, Response, Setup, SystemView};
+use super::protocol::{Request, Response, SandboxLimits, Setup, SystemView};
 use super::{Result, SandboxError, env};
 use crate::store::Store;
 
@@ -31,7 +31,7 @@ pub(crate) struct PrepareConfig {
     pub store: Store,
     pub helper: HelperCommand,
     pub system: SystemView,
-    pub limits: Limits,
+    pub limits: SandboxLimits,
     pub cgroup: CgroupLimits,
 }
 

@@ -54,7 +54,7 @@ pub enum SystemView {
 
 /// Per-action resource limits, applied to the action's process tree.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
-pub struct Limits {
+pub struct SandboxLimits {
     /// `RLIMIT_NPROC`: processes of the sandbox's user (counted per user namespace).
     pub nproc: u64,
     /// `RLIMIT_FSIZE` in bytes: largest file an action may write.
@@ -71,7 +71,7 @@ pub struct Limits {
     pub output_bytes: u64,
 }
 
-impl Default for Limits {
+impl Default for SandboxLimits {
     fn default() -> Self {
         Self {
             nproc: 512,
@@ -98,7 +98,7 @@ pub struct Setup {
     /// The hostname inside.
     pub hostname: String,
     /// Resource limits.
-    pub limits: Limits,
+    pub limits: SandboxLimits,
 }
 
 /// A request from the runtime.
@@ -205,7 +205,7 @@ pub struct ExecRequest {
     /// Wall-clock limit in milliseconds.
     pub timeout_ms: u64,
     /// Resource limits.
-    pub limits: Limits,
+    pub limits: SandboxLimits,
     /// Names of fixed-environment variables, so the helper can report unsets.
     pub fixed_env: Vec<(String, String)>,
     /// Directories bound read-only into the sandbox for this action only.

@@ -18,14 +18,14 @@ use super::session::{STATE_FD, WRAPPER};
 use super::setup::{confine_action, enter_action_root};
 use super::supervise::{RunningAction, Stream};
 use super::sys::{self, Linux};
-use crate::sandbox::protocol::{CHANNEL_FD, Limits};
+use crate::sandbox::protocol::{CHANNEL_FD, SandboxLimits};
 
 /// What one process tree of an action needs to start.
 pub(super) struct ActionSpec<'a> {
     pub command: &'a str,
     pub env: &'a [(String, String)],
     pub cwd: &'a str,
-    pub limits: &'a Limits,
+    pub limits: &'a SandboxLimits,
     /// A descriptor to hand to the action at [`CHANNEL_FD`].
     pub channel: Option<i32>,
     /// The channel's other end, which this tree's init must not keep open
@@ -44,7 +44,7 @@ pub(super) fn high_fd(fd: OwnedFd) -> Result<OwnedFd> {
 
 /// What the forked children of one action need; prepared before `fork`.
 struct ActionChild<'a> {
-    limits: &'a Limits,
+    limits: &'a SandboxLimits,
     env: &'a [CString],
     argv: &'a [CString],
     cwd: &'a CString,

@@ -13,7 +13,7 @@ use rustix::thread::CapabilitySet;
 
 use super::error::{HelperError, Op, Result};
 use super::sys::Syscalls;
-use crate::sandbox::protocol::{Limits, MOUNT_POINTS, SystemView, WorkspaceMount};
+use crate::sandbox::protocol::{MOUNT_POINTS, SandboxLimits, SystemView, WorkspaceMount};
 
 /// The namespaces the helper creates for the sandbox (pid namespaces come
 /// per action).
@@ -192,7 +192,7 @@ pub(super) fn enter_action_root<S: Syscalls>(sys: &mut S, mount_tmp: bool) -> Re
 
 /// What the action (S) does to itself before `exec`: its rlimits, the
 /// sandbox's root ids, the bounding set without [`DROPPED_CAPS`], no_new_privs.
-pub(super) fn confine_action<S: Syscalls>(sys: &mut S, limits: &Limits) -> Result<()> {
+pub(super) fn confine_action<S: Syscalls>(sys: &mut S, limits: &SandboxLimits) -> Result<()> {
     for (res, value) in [
         (Resource::RLIMIT_NPROC, limits.nproc),
         (Resource::RLIMIT_FSIZE, limits.fsize),

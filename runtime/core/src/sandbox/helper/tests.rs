@@ -17,7 +17,7 @@ use super::error::HelperError;
 use super::fake::{Call, Recorder};
 use super::setup::{self, DROPPED_CAPS, ROOT_TMPFS, TMP_TMPFS};
 use super::sys::IdMap;
-use crate::sandbox::protocol::{Limits, Setup, SystemView, WorkspaceMount};
+use crate::sandbox::protocol::{SandboxLimits, Setup, SystemView, WorkspaceMount};
 use crate::store::OwnerMode;
 
 const STORE: &str = "/store";
@@ -88,7 +88,7 @@ fn setup_of(rootfs: &Path, hostname: &str) -> Setup {
         root_dir: p("/store/run/1-0/root"),
         system: SystemView::Rootfs { dir: p(rootfs) },
         hostname: hostname.to_owned(),
-        limits: Limits::default(),
+        limits: SandboxLimits::default(),
     }
 }
 
@@ -451,7 +451,7 @@ fn action_init_mounts_tmp_shm_proc_then_pivots() {
 #[test]
 fn actions_get_their_rlimits_root_ids_and_a_reduced_bounding_set() {
     let mut rec = Recorder::default();
-    setup::confine_action(&mut rec, &Limits::default()).unwrap();
+    setup::confine_action(&mut rec, &SandboxLimits::default()).unwrap();
     let rl = |resource, v| Call::SetRlimit {
         resource,
         soft: v,
@@ -495,10 +495,10 @@ fn actions_get_their_rlimits_root_ids_and_a_reduced_bounding_set() {
     }
 
     // Control: other limits change exactly their own setrlimit calls.
-    let tight = Limits {
+    let tight = SandboxLimits {
         nproc: 64,
         cpu_seconds: 5,
-        ..Limits::default()
+        ..SandboxLimits::default()
     };
     let mut other = Recorder::default();
     setup::confine_action(&mut other, &tight).unwrap();
