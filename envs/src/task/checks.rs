@@ -117,23 +117,40 @@ pub(super) fn check_config(
     })
 }
 
+/// Why an expected value of a check is not a value.
+#[derive(Debug, thiserror::Error)]
+pub(super) enum ValueError {
+    /// A float that JSON cannot hold.
+    #[error("{0} is not a finite number")]
+    NotFinite(f64),
+    /// A TOML datetime.
+    #[error("{0}: a datetime is not a value here")]
+    Datetime(toml::value::Datetime),
+    /// JSON text that does not parse.
+    #[error("not JSON: {0}")]
+    NotJson(serde_json::Error),
+    /// Both or neither of the TOML value and the JSON text.
+    #[error("give exactly one of the TOML value and the JSON text")]
+    NotExactlyOne,
+}
+
 /// A TOML value as JSON (datetimes are refused).
-fn toml_to_json(v: &toml::Value) -> Result<serde_json::Value, String> {
+fn toml_to_json(v: &toml::Value) -> Result<serde_json::Value, ValueError> {
     Ok(match v {
         toml::Value::String(s) => serde_json::Value::String(s.clone()),
         toml::Value::Integer(i) => serde_json::Value::from(*i),
         toml::Value::Float(f) => serde_json::Number::from_f64(*f)
             .map(serde_json::Value::Number)
-            .ok_or_else(|| format!("{f} is not a finite number"))?,
+            .ok_or(ValueError::NotFinite(*f))?,
         toml::Value::Boolean(b) => serde_json::Value::Bool(*b),
-        toml::Value::Datetime(d) => return Err(format!("{d}: a datetime is not a value here")),
+        toml::Value::Datetime(d) => return Err(ValueError::Datetime(*d)),
         toml::Value::Array(a) => {
             serde_json::Value::Array(a.iter().map(toml_to_json).collect::<Result<_, _>>()?)
         }
         toml::Value::Table(t) => serde_json::Value::Object(
             t.iter()
                 .map(|(k, v)| Ok((k.clone(), toml_to_json(v)?)))
-                .collect::<Result<_, String>>()?,
+                .collect::<Result<_, ValueError>>()?,
         ),
     })
 }
@@ -142,11 +159,11 @@ fn toml_to_json(v: &toml::Value) -> Result<serde_json::Value, String> {
 fn expected_value(
     toml_value: Option<&toml::Value>,
     json_text: Option<&str>,
-) -> Result<serde_json::Value, String> {
+) -> Result<serde_json::Value, ValueError> {
     match (toml_value, json_text) {
         (Some(v), None) => toml_to_json(v),
-        (None, Some(t)) => serde_json::from_str(t).map_err(|e| format!("not JSON: {e}")),
-        _ => Err("give exactly one of the TOML value and the JSON text".to_owned()),
+        (None, Some(t)) => serde_json::from_str(t).map_err(ValueError::NotJson),
+        _ => Err(ValueError::NotExactlyOne),
     }
 }
 
@@ -218,7 +235,7 @@ pub(super) fn session_checks(
             }
         };
         let expect = expected_value(r.expect.as_ref(), r.expect_json.as_deref())
-            .map_err(|m| at(c.span(), field("expect"), m))?;
+            .map_err(|e| at(c.span(), field("expect"), e.to_string()))?;
         crate::canonical::Canonical::from_json(&expect).map_err(|e| {
             at(
                 c.span(),
@@ -265,7 +282,7 @@ pub(super) fn session_checks(
             (Some(t), None, None) => WorkspaceExpect::Text(t.clone()),
             (None, j, t) if j.is_some() || t.is_some() => WorkspaceExpect::Json(
                 expected_value(j.as_ref(), t.as_deref())
-                    .map_err(|m| at(c.span(), field("json"), m))?,
+                    .map_err(|e| at(c.span(), field("json"), e.to_string()))?,
             ),
             _ => {
                 return Err(at(

@@ -350,7 +350,7 @@ impl TaskSpec {
                     format!("{bad:?}: globs are relative to /workspace, without `..`"),
                 ));
             }
-            Globs::new(&all).map_err(|e| src.error(s, field, e))
+            Globs::new(&all).map_err(|e| src.error(s, field, e.to_string()))
         };
         let allow = globs(&raw.paths.allow, "paths.allow", &[])?;
         let empty = Spanned::new(0..0, Vec::new());

@@ -262,6 +262,22 @@ pub struct CanarySpec {
     pub actions: Vec<AgentAction>,
 }
 
+/// Why a glob list does not compile.
+#[derive(Debug, thiserror::Error)]
+pub enum GlobError {
+    /// A pattern that does not parse.
+    #[error("glob {pattern:?}: {source}")]
+    Pattern {
+        /// The pattern.
+        pattern: String,
+        /// Why.
+        source: globset::Error,
+    },
+    /// The patterns together do not build a set.
+    #[error("{0}")]
+    Set(globset::Error),
+}
+
 /// A glob list, kept with its source text.
 #[derive(Clone, Debug)]
 pub struct Globs {
@@ -273,19 +289,22 @@ impl Globs {
     /// Compile `patterns` (`*` stays within one path component, `**` crosses them).
     ///
     /// # Errors
-    /// The first pattern that does not parse, with the reason.
-    pub fn new(patterns: &[String]) -> Result<Self, String> {
+    /// [`GlobError`]: the first pattern that does not parse, with the reason.
+    pub fn new(patterns: &[String]) -> Result<Self, GlobError> {
         let mut b = GlobSetBuilder::new();
         for p in patterns {
             let glob = globset::GlobBuilder::new(p)
                 .literal_separator(true)
                 .build()
-                .map_err(|e| format!("glob {p:?}: {e}"))?;
+                .map_err(|source| GlobError::Pattern {
+                    pattern: p.clone(),
+                    source,
+                })?;
             b.add(glob);
         }
         Ok(Self {
             patterns: patterns.to_vec(),
-            set: b.build().map_err(|e| e.to_string())?,
+            set: b.build().map_err(GlobError::Set)?,
         })
     }
 

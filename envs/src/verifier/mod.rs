@@ -26,11 +26,13 @@ use arbor_rollout::{AgentAction, EnvError, EnvObservation};
 use arbor_runtime::SandboxError;
 use arbor_runtime::store::object::ExitStatus;
 
-pub use checks::{ChecksDirError, SiteError, VERIFIER_SITE_ENV, verifier_site};
+pub use checks::{
+    ChecksDirError, ListFailure, NoReport, SiteError, VERIFIER_SITE_ENV, verifier_site,
+};
 pub(crate) use constraints::path_violations;
 pub use constraints::shadows_stdlib;
 pub use native::{PrepareKeyError, TaskEnv};
-pub use recheck::recheck;
+pub use recheck::{RecheckError, recheck};
 
 use crate::task::{CandidateLabel, TaskSpec};
 

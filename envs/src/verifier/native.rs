@@ -18,10 +18,12 @@ use arbor_runtime::store::object::ExitStatus;
 use arbor_runtime::{AnySandbox, AnySnapshot};
 use arbor_runtime::{ExecOptions, Runtime, Sandbox, SandboxError, Snapshot};
 
+use super::checks::{ListFailure, NoReport};
 use super::{
     CheckReport, CheckRun, cap, checks, integrity, millis, observation, reference_solution,
     runtime_err, shuffled_candidates, tail, verifier_site,
 };
+use crate::failure::{self, CheckFailure};
 use crate::skeleton::{self, StepFacts, TaskBackend};
 use crate::task::{Backend, TaskSpec};
 
@@ -41,7 +43,7 @@ pub struct TaskEnv {
     check_ids: Vec<String>,
     /// Why the hidden checks could not be listed (every verdict is then 0
     /// and says so).
-    list_problem: Option<String>,
+    list_problem: Option<ListFailure>,
     candidates: Vec<AgentAction>,
 }
 
@@ -82,10 +84,9 @@ impl TaskEnv {
         let (check_ids, list_problem) = if listed.is_empty() {
             let mut sb = root.open()?;
             sb.reset_session();
-            match checks::list(&mut sb, &checks, spec.checks_timeout_ms) {
+            match checks::list(&mut sb, &checks, spec.checks_timeout_ms)? {
                 Ok(ids) => (ids, None),
-                Err(Ok(problem)) => (Vec::new(), Some(problem)),
-                Err(Err(e)) => return Err(e.into()),
+                Err(problem) => (Vec::new(), Some(problem)),
             }
         } else {
             (listed, None)
@@ -151,9 +152,9 @@ impl TaskEnv {
     ///
     /// # Errors
     /// Runtime faults; `Ok(Err(why))` when the runner gave no report.
-    pub fn check_report(&self, state: &Snapshot) -> Result<Result<CheckRun, String>, EnvError> {
+    pub fn check_report(&self, state: &Snapshot) -> Result<Result<CheckRun, NoReport>, EnvError> {
         if let Some(problem) = &self.list_problem {
-            return Ok(Err(problem.clone()));
+            return Ok(Err(NoReport::Listing(problem.clone())));
         }
         let mut sb = state.open()?;
         sb.reset_session();
@@ -212,13 +213,13 @@ impl TaskEnv {
             ..TaskOutcome::default()
         };
         if let Some(problem) = &self.list_problem {
-            outcome.problem = Some(problem.clone());
+            outcome.problem = Some(problem.to_string());
             return Ok(outcome);
         }
         let result = match checks::run(sb, &self.checks, self.spec.checks_timeout_ms)? {
             Ok(r) => r,
             Err(why) => {
-                outcome.problem = Some(why);
+                outcome.problem = Some(why.to_string());
                 return Ok(outcome);
             }
         };
@@ -232,14 +233,13 @@ impl TaskEnv {
             let verdict = match by_id.get(id.as_str()) {
                 Some(t) => checks::judge(t, semantics),
                 None => match checks::module_error(&result.tests, id) {
-                    Some(t) => Err(t.detail.clone()),
-                    None => Err(match &result.subject {
-                        Some(why) => format!("not reported by the runner ({why})"),
-                        None => "not reported by the runner".to_owned(),
+                    Some(t) => Err(CheckFailure::Reported(t.detail.clone())),
+                    None => Err(CheckFailure::NotReported {
+                        subject: result.subject.clone(),
                     }),
                 },
             };
-            outcome.record(id.clone(), verdict);
+            failure::record(&mut outcome, id.clone(), verdict);
         }
         Ok(outcome)
     }
