@@ -13,12 +13,14 @@
 //!   key, diagnostics, hard constraints, quality).
 //! - [`prepared`]: [`PreparedTask`], a task of either backend.
 //! - [`canonical`]: the one format (and comparator) of graded Python values.
+//! - [`failure`]: why a hidden check failed (a verdict, kept typed).
 //! - [`canary`]: the generic attacks every task must score 0 on.
 //! - [`validate`]: `arbor task validate`.
 #![deny(missing_docs)]
 
 pub mod canary;
 pub mod canonical;
+pub mod failure;
 pub mod prepared;
 #[cfg(feature = "wasm")]
 pub mod session;

@@ -13,6 +13,8 @@
 //! value it reads comes from the guest's native inspector
 //! ([`WasmSandbox::inspect`]); the comparison happens here, in Rust.
 
+mod checks;
+
 use std::sync::OnceLock;
 use std::time::{Duration, Instant};
 
@@ -22,19 +24,16 @@ use arbor_rollout::{
     Transition, Verdict,
 };
 use arbor_runtime::layer::{self, MergedView};
-use arbor_runtime::wasm::inspect::Inspected;
 use arbor_runtime::wasm::{
     BootSpec, StepOutcome, WasmError, WasmLimits, WasmRuntime, WasmSandbox, WasmSnapshot,
 };
 use arbor_runtime::{AnySandbox, AnySnapshot, Runtime};
 use serde::Serialize;
 
-use crate::canonical::Canonical;
+use crate::failure;
 use crate::skeleton::{self, StepFacts, TaskBackend};
-use crate::task::{
-    DEFAULT_STEP_FUEL, SessionCheck, SessionTarget, TaskSpec, WorkspaceCheck, WorkspaceExpect,
-};
-use crate::verifier::{cap, integrity, millis, nonce_bytes, observation, tail};
+use crate::task::{DEFAULT_STEP_FUEL, TaskSpec};
+use crate::verifier::{cap, integrity, millis, observation, tail};
 
 /// Version of the preparation; part of the root cache key.
 const PREPARE_VERSION: &str = "arbor-session-task-v1";
@@ -283,7 +282,11 @@ impl SessionEnv {
             ..TaskOutcome::default()
         };
         for c in &self.spec.session_checks {
-            task.record(c.id.clone(), self.session_check(&episode.last, c)?);
+            failure::record(
+                &mut task,
+                c.id.clone(),
+                self.session_check(&episode.last, c)?,
+            );
         }
         let unchanged = episode.root.manifest().layers == episode.last.manifest().layers;
         let quality = if self.spec.workspace_checks.is_empty() && unchanged {
@@ -291,53 +294,12 @@ impl SessionEnv {
         } else {
             let sb = episode.last.open().map_err(wasm_err)?;
             for c in &self.spec.workspace_checks {
-                task.record(c.id.clone(), workspace_check(&sb, c));
+                failure::record(&mut task, c.id.clone(), checks::workspace_check(&sb, c));
             }
             self.quality(episode, Some(&sb), &base, &last)?
         };
         process.verify_checks_ms = millis(t1);
         Ok(Verdict::graded(hard, task, quality, process.clone()))
-    }
-
-    /// Run one session check in a fresh fork of `last`. `Ok(Err(why))`: the
-    /// check failed; `Err`: a runtime fault.
-    fn session_check(
-        &self,
-        last: &WasmSnapshot,
-        check: &SessionCheck,
-    ) -> Result<Result<(), String>, EnvError> {
-        if let Some(ended) = &last.manifest().ended {
-            return Ok(Err(format!("the session had ended ({ended:?})")));
-        }
-        let mut sb = last.open().map_err(wasm_err)?;
-        let mut limits = sb.step_limits();
-        limits.fuel_per_step = self.spec.check_fuel;
-        limits.timeout = Duration::from_millis(self.spec.checks_timeout_ms);
-        sb.set_step_limits(limits);
-        let name = match &check.target {
-            SessionTarget::Name(n) => n.clone(),
-            SessionTarget::Expr(_) => format!("_arbor_check_{}", hex::encode(nonce_bytes())),
-        };
-        let mut code = check.run.clone().unwrap_or_default();
-        if let SessionTarget::Expr(e) = &check.target {
-            code.push_str(&format!("\n{name} = (\n{e}\n)\n"));
-        }
-        if !code.trim().is_empty() {
-            let r = sb.step(&code).map_err(wasm_err)?;
-            if r.outcome != StepOutcome::Ok {
-                return Ok(Err(format!(
-                    "the check's code did not complete ({:?}): {}",
-                    r.outcome,
-                    tail(&r.stderr_text(), 300)
-                )));
-            }
-        }
-        Ok(match sb.inspect(&name).map_err(wasm_err)? {
-            Inspected::Value(v) => compare_canonical(&v, &check.expect, check.tolerance),
-            Inspected::Refused(why) => Err(format!("not plain data: {}", tail(&why, 300))),
-            Inspected::Undefined => Err(format!("{name} is not defined")),
-            Inspected::Failed(o) => Err(format!("the inspector did not complete ({o:?})")),
-        })
     }
 
     fn quality(
@@ -367,49 +329,6 @@ impl SessionEnv {
         };
         skeleton::quality(&self.spec, base, last, code, files, false)
     }
-}
-
-/// Check one workspace file, read on the host through the sandbox's
-/// capability handle.
-fn workspace_check(sb: &WasmSandbox, check: &WorkspaceCheck) -> Result<(), String> {
-    let bytes = sb
-        .read_file(&check.path)
-        .map_err(|e| format!("{}: {e}", check.path))?;
-    match &check.expect {
-        WorkspaceExpect::Text(t) => {
-            if bytes == t.as_bytes() {
-                Ok(())
-            } else {
-                Err(format!(
-                    "{} holds {} bytes that differ from the expected {}",
-                    check.path,
-                    bytes.len(),
-                    t.len()
-                ))
-            }
-        }
-        WorkspaceExpect::Json(expect) => {
-            let v: serde_json::Value = serde_json::from_slice(&bytes)
-                .map_err(|e| format!("{} is not JSON: {e}", check.path))?;
-            let got = Canonical::from_plain_json(&v).map_err(|e| e.to_string())?;
-            let want = Canonical::from_plain_json(expect).map_err(|e| e.to_string())?;
-            got.compare(&want, None, &check.path)
-                .map_err(|m| m.to_string())
-        }
-    }
-}
-
-/// Compare a value the inspector read with a check's expected canonical
-/// JSON.
-fn compare_canonical(
-    got: &serde_json::Value,
-    want: &serde_json::Value,
-    tolerance: Option<f64>,
-) -> Result<(), String> {
-    let got = Canonical::from_json(got).map_err(|e| format!("the inspector's output: {e}"))?;
-    let want = Canonical::from_json(want).map_err(|e| format!("the expected value: {e}"))?;
-    got.compare(&want, tolerance, "value")
-        .map_err(|m| m.to_string())
 }
 
 /// A step outcome in words: [`StepOutcome::label`], with a trap's message.

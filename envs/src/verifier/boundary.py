@@ -70,6 +70,38 @@ class SubjectError(BoundaryError):
     protocol; every later use of it fails with this error too."""
 
 
+class SubjectExited(SubjectError):
+    """The subject process ended: its end of the channel closed."""
+
+
+def blame(exc):
+    """Mark `exc` as caused by the code under test (see `blame_of`) and
+    return it."""
+    try:
+        object.__getattribute__(exc, "__dict__")["_arbor_blame"] = "subject"
+    except Exception:
+        pass
+    return exc
+
+
+def blame_of(exc):
+    """What a check's failure with `exc` is blamed on, as the runner reports
+    it (`"blame"` of a test in the result line): "subject_exited" when the
+    subject process ended under it, "subject" when the code under test
+    caused it otherwise (an exception raised there, a protocol break, a
+    value the strict checks refuse), else None. Read from the exception's
+    type and the mark `blame` left, never from its text."""
+    if isinstance(exc, SubjectExited):
+        return "subject_exited"
+    if isinstance(exc, SubjectError):
+        return "subject"
+    try:
+        marked = object.__getattribute__(exc, "__dict__").get("_arbor_blame")
+    except Exception:
+        marked = None
+    return "subject" if marked == "subject" else None
+
+
 class RemoteKeyboardInterrupt(Exception):
     """KeyboardInterrupt raised by code under test (never this side's)."""
 
@@ -92,6 +124,8 @@ class Channel:
         self.deadline = deadline
         self.next_id = 1
         self.dead = None
+        # Whether the channel died because the subject process ended.
+        self.dead_exited = False
         self.calls = 0
 
     def _read_exact(self, n):
@@ -105,7 +139,7 @@ class Channel:
                 continue
             chunk = os.read(self.fd, min(n, 1 << 20))
             if not chunk:
-                raise SubjectError("the code under test exited (its process ended)")
+                raise SubjectExited("the code under test exited (its process ended)")
             chunks.append(chunk)
             n -= len(chunk)
         return b"".join(chunks)
@@ -122,7 +156,7 @@ class Channel:
                 try:
                     n = os.write(self.fd, data)
                 except BrokenPipeError:
-                    raise SubjectError("the code under test exited (its process ended)") from None
+                    raise SubjectExited("the code under test exited (its process ended)") from None
                 data = data[n:]
 
     def receive(self):
@@ -140,7 +174,7 @@ class Channel:
 
     def request(self, msg):
         if self.dead is not None:
-            raise SubjectError(self.dead)
+            raise (SubjectExited if self.dead_exited else SubjectError)(self.dead)
         msg["id"] = self.next_id
         self.next_id += 1
         self.calls += 1
@@ -149,6 +183,7 @@ class Channel:
             reply = self.receive()
         except SubjectError as e:
             self.dead = str(e)
+            self.dead_exited = isinstance(e, SubjectExited)
             raise
         if reply.get("id") != msg["id"]:
             self.dead = "the code under test broke the protocol (an answer to another request)"
@@ -714,7 +749,7 @@ class Client:
                 exc.add_note("[raised in the code under test]\n" + tb.rstrip())
             except (AttributeError, TypeError):
                 pass
-        return exc
+        return blame(exc)
 
     # -- values to the subject -------------------------------------------
     def encode(self, v, depth=0):
@@ -911,9 +946,9 @@ def _client():
 
 def _strict_refuse(self, what):
     cls = type(self)
-    raise BoundaryError(
+    raise blame(BoundaryError(
         f"strict checks compare plain values; {what} of a {cls.__qualname__} from the code under test "
-        "is not decided on the trusted side (return plain data: int, float, str, list, dict, ...)")
+        "is not decided on the trusted side (return plain data: int, float, str, list, dict, ...)"))
 
 
 class ProxyMeta(type):
@@ -1002,9 +1037,9 @@ def _strict_op(name, what):
 def _guard_builtin_subclass(self):
     cls = type(self)
     if CLIENT is not None and CLIENT.strict and getattr(cls, "_arbor_builtin_base", None):
-        raise BoundaryError(
+        raise blame(BoundaryError(
             f"strict checks accept exact built-in types only; the code under test returned a "
-            f"{cls.__qualname__}, a subclass of {cls._arbor_builtin_base}")
+            f"{cls.__qualname__}, a subclass of {cls._arbor_builtin_base}"))
 
 
 class ProxyObject:

@@ -30,6 +30,7 @@ use arbor_runtime::store::object::ExitStatus;
 use arbor_runtime::{ExecOptions, PeerCommand, Sandbox, SandboxError, Snapshot};
 use serde::Deserialize;
 
+use crate::failure::CheckFailure;
 use crate::task::{CheckRunner, Semantics, TaskSpec};
 
 /// The trusted runner's entry point (main program of the verifier's paired action).
@@ -106,6 +107,63 @@ pub(crate) struct RunnerTest {
     /// Strict mode: the recorded comparisons (see `recheck`).
     #[serde(default)]
     pub asserts: Option<Vec<serde_json::Value>>,
+    /// Whether the code under test caused the failure, and how: the
+    /// runner's typed signal (the detail's text is never read for it).
+    #[serde(default)]
+    pub blame: Option<Blame>,
+}
+
+/// What the trusted runner blames a check's failure on, when it was the
+/// code under test (`"blame"` of a test in the result line).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub(crate) enum Blame {
+    /// The subject process ended: its channel closed under the check.
+    SubjectExited,
+    /// The code under test otherwise: an exception it raised, a break of
+    /// the channel's protocol, a value the strict checks refused, a reply
+    /// that never came.
+    Subject,
+}
+
+/// Why listing the hidden checks gave no ids (every verdict is then 0 and
+/// says so).
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum ListFailure {
+    /// The runner's list mode did not exit 0.
+    #[error("listing the hidden checks failed ({exit}): {stderr}")]
+    Failed {
+        /// How it ended.
+        exit: String,
+        /// The tail of its standard error.
+        stderr: String,
+    },
+    /// Its output is not the expected JSON.
+    #[error("the runner's list output is not JSON: {0}")]
+    NotJson(String),
+    /// It listed no check.
+    #[error("the hidden checks define no test (unittest: classes with test* methods)")]
+    Empty,
+}
+
+/// Why a run of the hidden checks gave no report (every check then fails
+/// and the verdict says why).
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum NoReport {
+    /// The checks could not be listed when the task was prepared.
+    #[error(transparent)]
+    Listing(#[from] ListFailure),
+    /// The paired action ran out of time before the runner's result line.
+    #[error("the checks timed out")]
+    TimedOut,
+    /// The runner wrote no single, well-formed, nonce-tagged result line.
+    #[error("no result from the check runner ({exit}): {stderr}")]
+    NoResult {
+        /// How the runner ended.
+        exit: String,
+        /// The tail of its standard error.
+        stderr: String,
+    },
 }
 
 #[derive(Deserialize)]
@@ -319,30 +377,29 @@ fn paired(
 /// List the hidden checks' ids in `sb` (a fork of the task's root).
 ///
 /// # Errors
-/// `Err(Ok(message))` when the checks cannot be listed (a check file that
-/// does not parse or import, say); `Err(Err(_))` on a runtime fault.
+/// Runtime faults; `Ok(Err(_))` when the checks cannot be listed (a check
+/// file that does not parse or import, say).
 pub(crate) fn list(
     sb: &mut Sandbox,
     checks: &Snapshot,
     timeout_ms: u64,
-) -> Result<Vec<String>, Result<String, SandboxError>> {
-    let (cmd, opts) = paired(checks, "list", timeout_ms, "").map_err(Err)?;
-    let obs = sb.exec(&cmd, &opts).map_err(Err)?;
+) -> Result<Result<Vec<String>, ListFailure>, SandboxError> {
+    let (cmd, opts) = paired(checks, "list", timeout_ms, "")?;
+    let obs = sb.exec(&cmd, &opts)?;
     if obs.code() != Some(0) {
-        return Err(Ok(format!(
-            "listing the hidden checks failed ({}): {}",
-            describe_exit(&obs.exit),
-            super::tail(&String::from_utf8_lossy(&obs.stderr), 1200)
-        )));
+        return Ok(Err(ListFailure::Failed {
+            exit: describe_exit(&obs.exit),
+            stderr: super::tail(&String::from_utf8_lossy(&obs.stderr), 1200),
+        }));
     }
-    let listed: ListedIds = serde_json::from_slice(&obs.stdout)
-        .map_err(|e| Ok(format!("the runner's list output is not JSON: {e}")))?;
+    let listed: ListedIds = match serde_json::from_slice(&obs.stdout) {
+        Ok(l) => l,
+        Err(e) => return Ok(Err(ListFailure::NotJson(e.to_string()))),
+    };
     if listed.ids.is_empty() {
-        return Err(Ok(
-            "the hidden checks define no test (unittest: classes with test* methods)".to_owned(),
-        ));
+        return Ok(Err(ListFailure::Empty));
     }
-    Ok(listed.ids)
+    Ok(Ok(listed.ids))
 }
 
 /// Run the hidden checks in `sb` (a fresh fork of the final snapshot) and
@@ -354,7 +411,7 @@ pub(crate) fn run(
     sb: &mut Sandbox,
     checks: &Snapshot,
     timeout_ms: u64,
-) -> Result<Result<RunnerResult, String>, SandboxError> {
+) -> Result<Result<RunnerResult, NoReport>, SandboxError> {
     let nonce = hex::encode(super::nonce_bytes());
     let (cmd, opts) = paired(checks, "run", timeout_ms, &nonce)?;
     let obs = sb.exec(&cmd, &opts)?;
@@ -375,7 +432,7 @@ pub(crate) fn run(
     {
         let how = format!("the subject process ended: {}", exit_words(&peer.exit));
         for t in &mut r.tests {
-            if t.detail.contains("the code under test exited") {
+            if t.blame == Some(Blame::SubjectExited) {
                 t.detail.push_str(&format!(" [{how}]"));
             }
         }
@@ -390,7 +447,7 @@ pub(crate) fn run(
             let note = "the code under test flooded its standard output or error \
                         (past the capture limit)";
             for t in &mut r.tests {
-                if t.detail.contains("the code under test") && t.outcome != "pass" {
+                if t.blame.is_some() && t.outcome != "pass" {
                     t.detail.push_str(&format!(" [{note}]"));
                 }
             }
@@ -398,32 +455,28 @@ pub(crate) fn run(
         }
     }
     Ok(parsed.ok_or_else(|| match obs.exit {
-        ExitStatus::Timeout => "the checks timed out".to_owned(),
-        ref e => format!(
-            "no result from the check runner ({}): {}",
-            describe_exit(e),
-            super::tail(&String::from_utf8_lossy(&obs.stderr), 400)
-        ),
+        ExitStatus::Timeout => NoReport::TimedOut,
+        ref e => NoReport::NoResult {
+            exit: describe_exit(e),
+            stderr: super::tail(&String::from_utf8_lossy(&obs.stderr), 400),
+        },
     }))
 }
 
 /// Whether a reported outcome passes the check under `semantics`: strict
 /// checks must pass and every recorded comparison must hold here; upstream
 /// checks pass or fail as expected (as SWE-bench counts XFAIL).
-pub(crate) fn judge(test: &RunnerTest, semantics: Semantics) -> Result<(), String> {
+pub(crate) fn judge(test: &RunnerTest, semantics: Semantics) -> Result<(), CheckFailure> {
     match (semantics, test.outcome.as_str()) {
         (Semantics::Strict, "pass") => {
             super::recheck::recheck(test.asserts.as_deref().unwrap_or(&[]))
-                .map_err(|why| format!("the verifier's own comparison failed: {why}"))
+                .map_err(CheckFailure::Recheck)
         }
         (Semantics::Upstream, "pass" | "xfail") => Ok(()),
-        (_, "skip") => Err(format!("skipped: {}", test.detail)),
-        (_, "xpass") => Err("passed unexpectedly (marked as an expected failure)".to_owned()),
-        (_, "xfail") => Err(format!(
-            "failed as expected (not a pass here): {}",
-            test.detail
-        )),
-        _ => Err(test.detail.clone()),
+        (_, "skip") => Err(CheckFailure::Skipped(test.detail.clone())),
+        (_, "xpass") => Err(CheckFailure::UnexpectedPass),
+        (_, "xfail") => Err(CheckFailure::ExpectedFailure(test.detail.clone())),
+        _ => Err(CheckFailure::Reported(test.detail.clone())),
     }
 }
 
@@ -457,4 +510,73 @@ fn exit_words(exit: &ExitStatus) -> String {
 
 fn shell_quote(s: &str) -> String {
     format!("'{}'", s.replace('\'', "'\\''"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_runners_blame_is_read_from_its_field_not_the_text() {
+        let line = r#"{"tests": [
+            {"id": "m.T.a", "outcome": "error", "detail": "SubjectExited: x", "blame": "subject_exited"},
+            {"id": "m.T.b", "outcome": "fail", "detail": "TypeError: y", "blame": "subject"},
+            {"id": "m.T.c", "outcome": "fail", "detail": "AssertionError: the code under test exited"}
+        ], "problem": null, "subject": null}"#;
+        let r: RunnerResult = serde_json::from_str(line).unwrap();
+        let blames: Vec<Option<Blame>> = r.tests.iter().map(|t| t.blame).collect();
+        assert_eq!(
+            blames,
+            [Some(Blame::SubjectExited), Some(Blame::Subject), None],
+            "a check's own text that names the code under test is no blame"
+        );
+        let bad = r#"{"tests": [{"id": "a", "outcome": "fail", "detail": "", "blame": "who"}]}"#;
+        assert!(
+            serde_json::from_str::<RunnerResult>(bad).is_err(),
+            "an unknown blame is refused, not guessed"
+        );
+    }
+
+    /// The trusted side's classification (boundary.blame_of, strict's
+    /// refusals), run by the interpreter the sandbox uses.
+    #[test]
+    fn the_trusted_side_blames_by_type_and_mark() {
+        let python = Path::new("/usr/bin/python3");
+        if !python.exists() {
+            eprintln!("skipped: no /usr/bin/python3");
+            return;
+        }
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(dir.path().join("arbor_boundary.py"), BOUNDARY).unwrap();
+        std::fs::write(dir.path().join("arbor_strict.py"), STRICT).unwrap();
+        let script = r#"import sys
+sys.path.insert(0, sys.argv[1])
+import arbor_boundary as b, arbor_strict as s
+class Remote:
+    _arbor_remote = True
+def refusal(v):
+    try:
+        s.canon(v)
+    except TypeError as e:
+        return b.blame_of(e)
+print(b.blame_of(b.SubjectExited("x")), b.blame_of(b.SubjectError("x")),
+      b.blame_of(b.blame(ValueError("v"))), b.blame_of(ValueError("v")),
+      b.blame_of(AssertionError("the code under test exited")),
+      refusal(Remote()), refusal(b"bytes"))
+"#;
+        let out = std::process::Command::new(python)
+            .args(["-I", "-S", "-B", "-c", script])
+            .arg(dir.path())
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        assert_eq!(
+            String::from_utf8_lossy(&out.stdout).trim(),
+            "subject_exited subject subject None None subject None"
+        );
+    }
 }

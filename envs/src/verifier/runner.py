@@ -102,7 +102,7 @@ class Outcomes:
         self.by_id = {}
         self.detail_bytes = 0
 
-    def set(self, test_id, outcome, detail="", asserts=None):
+    def set(self, test_id, outcome, detail="", asserts=None, blame=None):
         prev = self.by_id.get(test_id)
         if prev is not None and prev["outcome"] in ("fail", "error") and outcome == "pass":
             return
@@ -115,10 +115,20 @@ class Outcomes:
         entry = {"id": test_id, "outcome": outcome, "detail": detail}
         if asserts is not None:
             entry["asserts"] = asserts
+        if blame is not None:
+            # The typed signal of what caused the failure (the code under
+            # test, its process ending): the verifier never reads the text.
+            entry["blame"] = blame
         self.by_id[test_id] = entry
 
     def list(self):
         return list(self.by_id.values())
+
+
+def blame_of(err):
+    """What the failure of an exception info triple is blamed on
+    (boundary.blame_of)."""
+    return boundary.blame_of(err[1]) if err is not None else None
 
 
 def describe(err):
@@ -158,21 +168,22 @@ class Recorder(unittest.result.TestResult):
         self.outcomes.set(test.id(), "pass", "", self._record())
 
     def addFailure(self, test, err):
-        self.outcomes.set(test.id(), "fail", describe(err))
+        self.outcomes.set(test.id(), "fail", describe(err), blame=blame_of(err))
 
     def addError(self, test, err):
         test_id = test.id()
         if isinstance(test, unittest.suite._ErrorHolder):
             # setUpClass/setUpModule failures: the description names the class or module.
-            self.outcomes.set("fixture:" + str(test.description), "error", describe(err))
+            self.outcomes.set("fixture:" + str(test.description), "error", describe(err),
+                              blame=blame_of(err))
             return
-        self.outcomes.set(test_id, "error", describe(err))
+        self.outcomes.set(test_id, "error", describe(err), blame=blame_of(err))
 
     def addSkip(self, test, reason):
         self.outcomes.set(test.id(), "skip", str(reason))
 
     def addExpectedFailure(self, test, err):
-        self.outcomes.set(test.id(), "xfail", describe(err))
+        self.outcomes.set(test.id(), "xfail", describe(err), blame=blame_of(err))
 
     def addUnexpectedSuccess(self, test):
         self.outcomes.set(test.id(), "xpass", "unexpected success")
@@ -180,7 +191,8 @@ class Recorder(unittest.result.TestResult):
     def addSubTest(self, test, subtest, err):
         if err is not None:
             kind = "fail" if issubclass(err[0], test.failureException) else "error"
-            self.outcomes.set(test.id(), kind, f"{subtest.id()}: {describe(err)}")
+            self.outcomes.set(test.id(), kind, f"{subtest.id()}: {describe(err)}",
+                              blame=blame_of(err))
 
 
 def flatten(suite):
@@ -261,6 +273,9 @@ class PytestRecorder:
     def __init__(self, outcomes):
         self.outcomes = outcomes
         self.collected = []
+        # (node id, phase) -> what the phase's exception is blamed on
+        # (filled by the wrapper `blame_plugin` makes).
+        self.blames = {}
 
     def pytest_collection_finish(self, session):
         self.collected = [item.nodeid for item in session.items]
@@ -276,25 +291,43 @@ class PytestRecorder:
             trace(f"stop {nodeid} {report.duration:.3f}s")
         text = lambda: pytest_detail(report)  # noqa: E731
         wasxfail = hasattr(report, "wasxfail")
+        blame = self.blames.pop((nodeid, report.when), None)
         if report.when == "setup":
             if report.failed:
-                self.outcomes.set(nodeid, "error", "setup: " + text())
+                self.outcomes.set(nodeid, "error", "setup: " + text(), blame=blame)
             elif report.skipped:
-                self.outcomes.set(nodeid, "xfail" if wasxfail else "skip", text())
+                self.outcomes.set(nodeid, "xfail" if wasxfail else "skip", text(), blame=blame)
         elif report.when == "call":
             if wasxfail:
-                self.outcomes.set(nodeid, "xfail" if report.skipped else "xpass", str(report.wasxfail))
+                self.outcomes.set(nodeid, "xfail" if report.skipped else "xpass", str(report.wasxfail),
+                                  blame=blame)
             elif report.passed:
                 self.outcomes.set(nodeid, "pass")
             elif report.failed:
-                self.outcomes.set(nodeid, "fail", text())
+                self.outcomes.set(nodeid, "fail", text(), blame=blame)
             else:
                 self.outcomes.set(nodeid, "skip", text())
         elif report.when == "teardown":
             if report.failed:
-                self.outcomes.set(nodeid, "error", "teardown: " + text())
+                self.outcomes.set(nodeid, "error", "teardown: " + text(), blame=blame)
             if boundary.CLIENT is not None:
                 boundary.CLIENT.reset_mirrors()
+
+
+def blame_plugin(pytest, recorder):
+    """A pytest plugin that keeps, for each phase of each test, what its
+    exception is blamed on (pytest's reports carry only text)."""
+
+    class Blame:
+        @pytest.hookimpl(hookwrapper=True)
+        def pytest_runtest_makereport(self, item, call):
+            if call.excinfo is not None:
+                b = boundary.blame_of(call.excinfo.value)
+                if b is not None:
+                    recorder.blames[(item.nodeid, call.when)] = b
+            yield
+
+    return Blame()
 
 
 def pytest_detail(report):
@@ -335,7 +368,7 @@ class Selection:
 def run_pytest(config, outcomes, ids):
     import pytest
     recorder = PytestRecorder(outcomes)
-    plugins = [recorder]
+    plugins = [recorder, blame_plugin(pytest, recorder)]
     if ids:
         files = []
         for i in ids:

@@ -26,10 +26,15 @@ MAX_BYTES = 1 << 20
 I64_MIN, I64_MAX = -(1 << 63), (1 << 63) - 1
 
 
-def refuse(why):
-    raise TypeError(f"not plain data: {why} (checks compare built-in values only: "
-                    "None, bool, int, float, str, list, tuple, dict with str keys, "
-                    "set of scalars)")
+def refuse(why, subject=False):
+    """Refuse a value as not plain data; `subject`: it is an object of the
+    code under test (the failure is then blamed on it)."""
+    e = TypeError(f"not plain data: {why} (checks compare built-in values only: "
+                  "None, bool, int, float, str, list, tuple, dict with str keys, "
+                  "set of scalars)")
+    if subject:
+        e._arbor_blame = "subject"
+    raise e
 
 
 def check_str(s):
@@ -61,7 +66,7 @@ def canon(value, depth=0, scalar_only=False):
         return value
     if scalar_only:
         refuse(f"a set holding a {t.__qualname__} (sets of scalars only)"
-               if t in CONTAINERS else not_plain(t))
+               if t in CONTAINERS else not_plain(t), from_subject(t))
     if t is list:
         return [canon(v, depth + 1) for v in value]
     if t is tuple:
@@ -81,7 +86,7 @@ def canon(value, depth=0, scalar_only=False):
         items = [canon(v, depth + 1, scalar_only=True) for v in value]
         items.sort(key=canon_text)
         return {"set": items}
-    refuse(not_plain(t))
+    refuse(not_plain(t), from_subject(t))
 
 
 def float_text(x):
@@ -190,9 +195,14 @@ def reset():
     RECORD_SIZE[0] = 0
 
 
+def from_subject(t):
+    """Whether `t` is a class of the code under test (a proxy's)."""
+    return bool(getattr(t, "_arbor_remote", False))
+
+
 def not_plain(t):
     """Why a value of type `t` is refused."""
-    if getattr(t, "_arbor_remote", False):
+    if from_subject(t):
         return f"a {t.__qualname__} from the code under test"
     return f"a value of type {t.__module__}.{t.__qualname__}"
 
