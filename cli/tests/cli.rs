@@ -3,6 +3,8 @@
 //! corrupted layer, and the errors for bad input. Each negative check comes
 //! with a positive control that shows it could have failed.
 //!
+//! (~1,080 lines: end-to-end tests of one binary sharing one `Env` fixture.)
+//!
 //! The binary is `$ARBOR_TEST_BIN` when set (the unprivileged phase of
 //! `make test` runs copies of the binaries), else the one cargo built.
 

@@ -2,6 +2,9 @@
 //! budget (executed actions + verifier runs, behaviour-cloning data included),
 //! every arm warm-started by the same behaviour cloning:
 //!
+//! (~780 lines: the experiment's arms, scoring, bootstrap and report are one
+//! pipeline whose steps are each used once, by `arbor train --compare`.)
+//!
 //! - `grpo`: unbranched groups, the group-normalised episode advantage on
 //!   every step (the baseline);
 //! - `branched`: uniform branching (3 ways every 2 steps), PPO on segment

@@ -1,5 +1,8 @@
 //! The methods compared, one type each, behind the [`Method`] trait.
 //!
+//! (~1,360 lines: one type per compared method, each a few dozen lines with
+//! the same shape; reading them side by side is the point of the file.)
+//!
 //! Every timed section ends at the same point: the command (`true`, or the
 //! Python test) has exited in every fork. Untimed work (writing the edit
 //! before a snapshot, removing copies, containers and sandboxes after the

@@ -5,6 +5,9 @@
 //! engine (`podman`), measured on the same generated workspaces in the same
 //! run, each operation ending at the same point.
 //!
+//! (~860 lines: the comparison's plan, runner and statistics, used only by
+//! the `compare` bench.)
+//!
 //! [`run`] drives the measurements and returns a [`Report`];
 //! [`report`] renders it as Markdown, JSON and an SVG chart. The driver is the
 //! `compare` bench target (`benches/benches/compare.rs`).

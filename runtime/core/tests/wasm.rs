@@ -1,6 +1,9 @@
 //! The WebAssembly backend with the Python guest (feature `wasm`). The
 //! guest is built by `.ci/build-guests`; `ARBOR_PYTHON_GUEST` names another
 //! build of it.
+//!
+//! (~620 lines: the WebAssembly backend's integration tests, sharing one
+//! guest fixture.)
 
 use std::path::{Path, PathBuf};
 use std::sync::OnceLock;

@@ -2,6 +2,11 @@
 //! with at most `workers` paths running at once (blocking tasks), under a
 //! budget counted as executed actions plus verifier runs.
 //!
+//! (One file, ~1,000 lines: the strategies, the segment runner and the
+//! coordinator are one state machine over the private `Shared` and
+//! `Coordinator` state, reviewed top to bottom; it has no tests of its own —
+//! they are in `tests/tests/rollout.rs`.)
+//!
 //! Every branch starts from the *real snapshot* of its branch node: a worker
 //! forks that snapshot and continues, it never re-runs the prefix. A path
 //! runs in one sandbox and snapshots after every action (so any node can be

@@ -1,6 +1,9 @@
 //! The [`Environment`] trait and the values that cross it: agent actions,
 //! observations, episodes and the layered [`Verdict`].
 //!
+//! (~630 lines: the `Environment` trait and every value that crosses it, kept
+//! together so the contract reads in one place.)
+//!
 //! An environment is stateless between calls: the live state of an episode is
 //! the caller's [`Sandbox`] (and the snapshots it takes), so a driver can fork
 //! any step's snapshot and continue from it without the environment knowing.

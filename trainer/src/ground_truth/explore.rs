@@ -2,6 +2,8 @@
 //! candidate actions, as an [`Mdp`], with the memoised transitions and
 //! verdicts that built it.
 //!
+//! (~620 lines: exploration and its memo of transitions are one algorithm.)
+//!
 //! The candidates at a state are exactly what the rollout driver offers a
 //! discrete policy: the environment's candidates for the observation, then
 //! `Submit`. An episode ends with `Submit` (the state is graded) or when the
