@@ -196,7 +196,7 @@ pub enum GlobalValue {
 /// snapshot id is that object's id.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct WasmManifest {
-    /// [`MANIFEST_FORMAT`].
+    /// [`MANIFEST_FORMAT`](super::MANIFEST_FORMAT).
     pub format: u32,
     /// The guest module as imported (a blob).
     pub guest: ObjectId,

@@ -40,6 +40,8 @@
 //! store reads what a session references without this feature, see
 //! [`crate::store::wasm_refs`]). The base of every sandbox a live process
 //! has open is a gc root (`run/<pid>-wasmroots/base`).
+//!
+//! [`ObjectKind::WasmManifest`]: crate::store::object::ObjectKind::WasmManifest
 
 pub mod engine;
 pub mod inspect;
