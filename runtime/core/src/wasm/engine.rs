@@ -34,7 +34,7 @@ pub struct HostState {
     /// The current step's WASI context.
     pub wasi: WasiP1Ctx,
     /// Memory and table limits.
-    pub limits: Limits,
+    pub limits: MemoryLimiter,
 }
 
 impl std::fmt::Debug for HostState {
@@ -47,14 +47,14 @@ impl std::fmt::Debug for HostState {
 
 /// A resource limiter that remembers whether it refused a memory growth.
 #[derive(Debug, Clone)]
-pub struct Limits {
+pub struct MemoryLimiter {
     /// Largest linear memory allowed, bytes.
     pub memory_cap: usize,
     /// Set when a growth past `memory_cap` was refused.
     pub memory_hit: bool,
 }
 
-impl ResourceLimiter for Limits {
+impl ResourceLimiter for MemoryLimiter {
     fn memory_growing(
         &mut self,
         _current: usize,

@@ -4,7 +4,7 @@ use std::sync::{Arc, OnceLock};
 
 use wasmtime::Val;
 
-use super::engine::{HostState, Limits};
+use super::engine::{HostState, MemoryLimiter};
 use super::manifest::{GlobalValue, WasmManifest};
 use super::memory::{self, MemoryImage, ZERO_PAGE};
 use super::runtime::WasmRuntime;
@@ -96,7 +96,7 @@ impl WasmSnapshot {
             &rt.inner.engine.engine,
             HostState {
                 wasi: placeholder,
-                limits: Limits {
+                limits: MemoryLimiter {
                     memory_cap: limits.memory_bytes,
                     memory_hit: false,
                 },
