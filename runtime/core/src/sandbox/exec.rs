@@ -21,7 +21,7 @@ pub struct ExecOptions {
     /// of the session, and the peer does not see them).
     pub env: Vec<(String, String)>,
     /// A peer process tree started beside the action, connected to it at
-    /// [`protocol::CHANNEL_FD`] (see [`protocol::PeerRequest`]); it sees
+    /// [`super::protocol::CHANNEL_FD`] (see [`super::protocol::PeerRequest`]); it sees
     /// neither `mounts` nor `env`, and is stopped when the action ends.
     pub peer: Option<PeerCommand>,
 }

@@ -25,7 +25,7 @@
 //! cannot see each other's processes (sibling pid namespaces). G' is killed
 //! as soon as G's tree is over.
 //!
-//! Layout: this file serves requests; [`sys`] is the syscall seam (and every
+//! Layout: this file serves requests; `sys` is the syscall seam (and every
 //! `unsafe` block), `setup` the set-up logic over it, `action` and
 //! `supervise` start and wait for process trees, `files` the file API,
 //! `session` the shell wrapper and its parsers.
