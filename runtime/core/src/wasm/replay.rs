@@ -40,7 +40,7 @@ impl WasmRuntime {
         self.replay_edited(snapshot, crate::replay::ReplayOptions::default(), edit)
     }
 
-    fn replay_edited(
+    pub(super) fn replay_edited(
         &self,
         snapshot: &WasmSnapshot,
         options: crate::replay::ReplayOptions,

@@ -260,3 +260,36 @@ fn tiny_guest_limits_end_the_session() {
     assert_eq!(sb.step("l").unwrap().outcome, StepOutcome::Timeout);
     assert_eq!(sb.step("c").unwrap().outcome, StepOutcome::Ended);
 }
+
+#[test]
+fn strict_session_replay_stops_at_the_first_divergent_snapshot() {
+    use crate::replay::ReplayOptions;
+    let d = tempfile::tempdir().unwrap();
+    let rt = rt(d.path(), WasmLimits::default());
+    let mut last = rt.import(&tiny_guest(), &boot()).unwrap();
+    for _ in 0..3 {
+        let mut sb = last.open().unwrap();
+        sb.step("c").unwrap();
+        last = sb.snapshot().unwrap();
+    }
+    let strict = ReplayOptions { strict: true };
+    // Control: an unedited chain replays whole and identical, strict or not.
+    let rep = rt.replay_with_options(&last, strict).unwrap();
+    assert!(
+        rep.identical && !rep.stopped_early && rep.steps.len() == 4,
+        "{rep:?}"
+    );
+    // Step 1 edited: strict stops right after it, the default goes on.
+    let edit = |step: usize, _: &str| (step == 1).then(|| "x".to_owned());
+    let rep = rt.replay_edited(&last, strict, edit).unwrap();
+    assert!(!rep.identical && rep.stopped_early, "{rep:?}");
+    assert_eq!(rep.steps.len(), 2, "{rep:?}");
+    assert_eq!(rep.first_divergence().map(|s| s.step), Some(1));
+    let rep = rt
+        .replay_edited(&last, ReplayOptions::default(), edit)
+        .unwrap();
+    assert!(
+        !rep.identical && !rep.stopped_early && rep.steps.len() == 4,
+        "{rep:?}"
+    );
+}
