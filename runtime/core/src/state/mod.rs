@@ -67,6 +67,19 @@ pub use vocabulary::{
 };
 
 /// A stored state of either backend.
+///
+/// ```no_run
+/// # fn main() -> arbor_runtime::Result<()> {
+/// # let rt = arbor_runtime::Runtime::open_at("/tmp/arbor-home")?;
+/// let a = rt.resolve_any("base")?;
+/// let b = rt.resolve_any("3f2a9c")?;
+/// let d = a.diff(&b)?; // workspace paths, and memory pages for two sessions
+/// println!("{} added, {:?}", d.workspace.added.len(), d.memory);
+/// let report = b.replay(arbor_runtime::replay::ReplayOptions::default())?;
+/// assert!(report.identical);
+/// # Ok(())
+/// # }
+/// ```
 #[allow(
     clippy::large_enum_variant,
     reason = "a handful live at a time (tree nodes, one per fork); boxing buys nothing"
@@ -81,6 +94,24 @@ pub enum AnySnapshot {
 }
 
 /// A live fork of an [`AnySnapshot`], where steps run.
+///
+/// ```no_run
+/// # fn main() -> arbor_runtime::Result<()> {
+/// # let rt = arbor_runtime::Runtime::open_at("/tmp/arbor-home")?;
+/// use arbor_runtime::{Backend, ExecOptions};
+/// let base = rt.resolve_any("base")?;
+/// let mut sandbox = base.open()?;
+/// let step = match sandbox.backend() {
+///     Backend::Native => "python3 -c 'print(6 * 7)'",
+///     Backend::Wasm => "print(6 * 7)",
+/// };
+/// let r = sandbox.run(step, &ExecOptions::with_timeout_ms(10_000))?;
+/// assert_eq!(r.outcome.shell_code(), 0);
+/// let child = sandbox.snapshot()?; // sealed, listed, and the sandbox goes on
+/// # drop(child);
+/// # Ok(())
+/// # }
+/// ```
 #[allow(
     clippy::large_enum_variant,
     reason = "one per running episode; boxing buys nothing"

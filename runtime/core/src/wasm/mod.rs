@@ -61,7 +61,7 @@ mod workspace;
 
 pub use manifest::{GlobalValue, StepDigest, StepOutcome, WasmAction, WasmManifest};
 pub use runtime::{CompileReport, WasmRuntime};
-pub use sandbox::{StepResult, WasmSandbox};
+pub use sandbox::{SessionStep, WasmSandbox};
 pub use snapshot::WasmSnapshot;
 
 use std::path::{Path, PathBuf};

@@ -18,9 +18,11 @@ use super::{
 };
 use crate::store::object::{ObjectId, ObjectKind, object_id};
 
-/// What one step printed and how it ended.
+/// What one session step printed and how it ended, in the backend's own
+/// terms (fuel, dropped bytes, [`StepOutcome`]); the result both backends
+/// share is [`crate::StepResult`], which [`crate::AnySandbox::run`] returns.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub struct StepResult {
+pub struct SessionStep {
     /// Stdout (at most the output cap).
     pub stdout: Vec<u8>,
     /// Stderr (at most the output cap).
@@ -35,7 +37,7 @@ pub struct StepResult {
     pub duration: Duration,
 }
 
-impl StepResult {
+impl SessionStep {
     /// Stdout as text (lossy).
     pub fn stdout_text(&self) -> String {
         String::from_utf8_lossy(&self.stdout).into_owned()
@@ -202,7 +204,7 @@ impl WasmSandbox {
     /// Run one step: write `code` into the guest's input buffer and call
     /// `arbor_step`. A trap or limit ends the session (the outcome says
     /// which); later steps return [`StepOutcome::Ended`] without running.
-    pub fn step(&mut self, code: &str) -> Result<StepResult> {
+    pub fn step(&mut self, code: &str) -> Result<SessionStep> {
         if code.len() > MAX_INPUT {
             return Err(WasmError::InvalidInput(format!(
                 "step input of {} bytes is over the {MAX_INPUT}-byte limit",
@@ -263,8 +265,8 @@ impl WasmSandbox {
         fuel: u64,
         duration: Duration,
         content: Option<Vec<u8>>,
-    ) -> StepResult {
-        let result = StepResult {
+    ) -> SessionStep {
+        let result = SessionStep {
             stdout: stdout.clone(),
             stderr: stderr.clone(),
             dropped,
