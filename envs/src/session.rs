@@ -15,13 +15,13 @@
 
 mod checks;
 
+use std::borrow::Cow;
 use std::sync::OnceLock;
 use std::time::{Duration, Instant};
 
 use arbor_rollout::env::{ProcessDiagnostics, SoftQuality, TaskOutcome, Violation, ViolationKind};
 use arbor_rollout::{
-    AgentAction, EnvError, EnvLimits, EnvObservation, Environment, Episode, EpisodeStep,
-    Transition, Verdict,
+    AgentAction, EnvError, EnvLimits, EnvObservation, Environment, Episode, Transition, Verdict,
 };
 use arbor_runtime::layer::{self, MergedView};
 use arbor_runtime::wasm::{
@@ -31,9 +31,9 @@ use arbor_runtime::{AnySandbox, AnySnapshot, Runtime};
 use serde::Serialize;
 
 use crate::failure;
-use crate::skeleton::{self, StepFacts, TaskBackend};
+use crate::skeleton::{self, ActionOutcome, Graded, StepFacts, TaskBackend};
 use crate::task::{DEFAULT_STEP_FUEL, TaskSpec};
-use crate::verifier::{cap, integrity, millis, observation, tail};
+use crate::verifier::{cap, integrity, millis, tail};
 
 /// Version of the preparation; part of the root cache key.
 const PREPARE_VERSION: &str = "arbor-session-task-v1";
@@ -235,18 +235,15 @@ impl SessionEnv {
     /// The layered verdict of `episode`. Runtime faults become a fault
     /// verdict (no reward), never a 0.
     pub fn verify(&self, episode: &SessionEpisode) -> Verdict {
-        let mut process = self.process(&episode.steps);
-        match self.verify_inner(episode, &mut process) {
-            Ok(v) => v,
-            Err(e) => Verdict::fault(e.to_string(), process),
-        }
+        skeleton::verify_episode(self, episode)
     }
 
-    fn verify_inner(
+    /// Grade `episode` (the [`TaskBackend::run_checks`] hook).
+    fn grade(
         &self,
         episode: &SessionEpisode,
         process: &mut ProcessDiagnostics,
-    ) -> Result<Verdict, EnvError> {
+    ) -> Result<Graded, EnvError> {
         let t0 = Instant::now();
         let store = self.runtime.store();
         let base =
@@ -299,7 +296,11 @@ impl SessionEnv {
             self.quality(episode, Some(&sb), &base, &last)?
         };
         process.verify_checks_ms = millis(t1);
-        Ok(Verdict::graded(hard, task, quality, process.clone()))
+        Ok(Graded {
+            hard,
+            task,
+            quality,
+        })
     }
 
     fn quality(
@@ -452,9 +453,63 @@ impl SessionEnv {
 
 impl TaskBackend for SessionEnv {
     type Step = SessionStep;
+    type State = AnySnapshot;
+    type Sandbox = AnySandbox;
+    type Recorded = Episode;
+    type Episode = SessionEpisode;
 
     fn spec(&self) -> &TaskSpec {
         &self.spec
+    }
+
+    fn root_state(&self) -> AnySnapshot {
+        AnySnapshot::Wasm(self.root.clone())
+    }
+
+    fn candidate_list(&self) -> &[AgentAction] {
+        &self.candidates
+    }
+
+    fn run_action(
+        &self,
+        sandbox: &mut AnySandbox,
+        action: &AgentAction,
+    ) -> Result<ActionOutcome, EnvError> {
+        let Some(sb) = sandbox.wasm_mut() else {
+            return Err(EnvError::Task {
+                task: self.spec.id.clone(),
+                message: "a session task was given a native sandbox".into(),
+            });
+        };
+        // The task's limits are set on every step: a rollout's sandbox is
+        // opened by the caller, not by `open_agent`.
+        let limits = self.agent_limits(sb);
+        sb.set_step_limits(limits);
+        let s = SessionEnv::step(self, sb, action)?;
+        Ok(ActionOutcome {
+            exit: s.outcome.exit_status(),
+            output: s.output,
+            duration_us: s.duration_us,
+        })
+    }
+
+    /// The exact outcome of every recorded action is read from the session
+    /// snapshots, so a recorded episode that does not match them is refused
+    /// here, before any diagnostics (its fault verdict carries none).
+    fn episode<'r>(&self, recorded: &'r Episode) -> Result<Cow<'r, SessionEpisode>, EnvError> {
+        self.session_episode(recorded).map(Cow::Owned)
+    }
+
+    fn steps<'e>(&self, episode: &'e SessionEpisode) -> &'e [SessionStep] {
+        &episode.steps
+    }
+
+    fn run_checks(
+        &self,
+        episode: &SessionEpisode,
+        process: &mut ProcessDiagnostics,
+    ) -> Result<Graded, EnvError> {
+        self.grade(episode, process)
     }
 
     fn facts(&self, index: usize, s: &SessionStep) -> StepFacts {
@@ -486,7 +541,8 @@ impl TaskBackend for SessionEnv {
 
 /// Rollouts, credit and the attached trainer drive session tasks like
 /// native ones: a tree's nodes are session snapshots, and siblings are
-/// forks of the same live interpreter state.
+/// forks of the same live interpreter state. The episode's flow is the
+/// skeleton's; this only hands it the task.
 impl Environment for SessionEnv {
     fn id(&self) -> &str {
         &self.spec.id
@@ -497,10 +553,7 @@ impl Environment for SessionEnv {
     }
 
     fn reset(&self) -> Result<(AnySnapshot, EnvObservation), EnvError> {
-        Ok((
-            AnySnapshot::Wasm(self.root.clone()),
-            observation(&self.spec, 0, None),
-        ))
+        Ok(skeleton::reset(self))
     }
 
     fn step(
@@ -509,41 +562,18 @@ impl Environment for SessionEnv {
         step: usize,
         action: &AgentAction,
     ) -> Result<Transition, EnvError> {
-        let Some(sb) = sandbox.wasm_mut() else {
-            return Err(EnvError::Task {
-                task: self.spec.id.clone(),
-                message: "a session task was given a native sandbox".into(),
-            });
-        };
-        let limits = self.agent_limits(sb);
-        sb.set_step_limits(limits);
-        let s = SessionEnv::step(self, sb, action)?;
-        Ok(Transition {
-            observation: observation(
-                &self.spec,
-                step + 1,
-                Some((action, s.output.clone(), s.outcome.exit_status())),
-            ),
-            record: EpisodeStep {
-                action: action.clone(),
-                exit: s.outcome.exit_status(),
-                duration_us: s.duration_us,
-            },
-        })
+        skeleton::step(self, sandbox, step, action)
     }
 
     fn verify(&self, episode: &Episode) -> Verdict {
-        match self.session_episode(episode) {
-            Ok(e) => SessionEnv::verify(self, &e),
-            Err(e) => Verdict::fault(e.to_string(), ProcessDiagnostics::default()),
-        }
+        skeleton::verify(self, episode)
     }
 
     fn candidates(&self, _observation: &EnvObservation) -> Vec<AgentAction> {
-        self.candidates.clone()
+        skeleton::candidates(self)
     }
 
     fn reference_solution(&self) -> Option<Vec<AgentAction>> {
-        Some(crate::verifier::reference_solution(&self.spec))
+        skeleton::reference_solution(self)
     }
 }
