@@ -12,6 +12,9 @@
 //! check's side effects cannot help another), with its own fuel, and the
 //! value it reads comes from the guest's native inspector
 //! ([`WasmSandbox::inspect`]); the comparison happens here, in Rust.
+//!
+//! (~610 lines: the task, its episode read back from the session snapshots
+//! and its two hook impls, which read as one.)
 
 mod checks;
 
@@ -31,7 +34,7 @@ use arbor_runtime::{AnySandbox, AnySnapshot, Runtime};
 use serde::Serialize;
 
 use crate::failure;
-use crate::skeleton::{self, ActionOutcome, Graded, StepFacts, TaskBackend};
+use crate::skeleton::{self, ActionOutcome, Graded, RootSource, StepFacts, TaskBackend};
 use crate::task::{DEFAULT_STEP_FUEL, TaskSpec};
 use crate::verifier::{cap, integrity, millis, tail};
 
@@ -123,8 +126,7 @@ impl SessionEnv {
         // and remembers roots by content, so every episode and every
         // TaskEnv of this task shares one root.
         let wrt = runtime.wasm(runtime_limits()).map_err(wasm_err)?;
-        let key = content_key(&spec)?;
-        let root = wrt.memo_root(&key, || make_root(runtime, &wrt, &spec))?;
+        let (_, root) = skeleton::prepare_root(&SessionRoots { runtime, wrt: &wrt }, &spec)?;
         Ok(Self {
             candidates: crate::verifier::shuffled_candidates(&spec),
             spec,
@@ -360,6 +362,34 @@ fn content_key(spec: &TaskSpec) -> Result<String, EnvError> {
     Ok(skeleton::key_hex(&h, 8))
 }
 
+/// Session roots: the guest booted on the workspace after the setup steps,
+/// cached by content in the runtime's memo (per process and store).
+struct SessionRoots<'a> {
+    runtime: &'a Runtime,
+    wrt: &'a WasmRuntime,
+}
+
+impl RootSource for SessionRoots<'_> {
+    type Root = WasmSnapshot;
+
+    fn root_key(&self, spec: &TaskSpec) -> Result<String, EnvError> {
+        content_key(spec)
+    }
+
+    fn cached_root(
+        &self,
+        _spec: &TaskSpec,
+        key: &str,
+        make: &mut dyn FnMut() -> Result<WasmSnapshot, EnvError>,
+    ) -> Result<WasmSnapshot, EnvError> {
+        self.wrt.memo_root(key, make)
+    }
+
+    fn make_root(&self, spec: &TaskSpec, _key: &str) -> Result<WasmSnapshot, EnvError> {
+        make_root(self.runtime, self.wrt, spec)
+    }
+}
+
 /// Boot the guest on the task's workspace and run its setup steps.
 fn make_root(
     runtime: &Runtime,
@@ -481,8 +511,7 @@ impl TaskBackend for SessionEnv {
                 message: "a session task was given a native sandbox".into(),
             });
         };
-        // The task's limits are set on every step: a rollout's sandbox is
-        // opened by the caller, not by `open_agent`.
+        // Set on every step: a rollout's sandbox is not from `open_agent`.
         let limits = self.agent_limits(sb);
         sb.set_step_limits(limits);
         let s = SessionEnv::step(self, sb, action)?;
@@ -506,10 +535,10 @@ impl TaskBackend for SessionEnv {
 
     fn run_checks(
         &self,
-        episode: &SessionEpisode,
-        process: &mut ProcessDiagnostics,
+        e: &SessionEpisode,
+        p: &mut ProcessDiagnostics,
     ) -> Result<Graded, EnvError> {
-        self.grade(episode, process)
+        self.grade(e, p)
     }
 
     fn facts(&self, index: usize, s: &SessionStep) -> StepFacts {

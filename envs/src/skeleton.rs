@@ -224,6 +224,51 @@ pub(crate) fn reference_solution<B: TaskBackend>(b: &B) -> Option<Vec<AgentActio
     Some(crate::verifier::reference_solution(b.spec()))
 }
 
+/// How a backend makes its task's root and caches it: a native task under
+/// store tags, a session task in `WasmRuntime::memo_root`. Preparation runs
+/// before the environment exists, so this is its own small trait.
+pub(crate) trait RootSource {
+    /// The root snapshot.
+    type Root;
+
+    /// The preparation key of `spec`: roots are cached under it.
+    ///
+    /// # Errors
+    /// A file of the task that cannot be read.
+    fn root_key(&self, spec: &TaskSpec) -> Result<String, EnvError>;
+
+    /// The root cached under `key`, else the one `make` makes (cached).
+    ///
+    /// # Errors
+    /// The cache's runtime faults, or what `make` returns.
+    fn cached_root(
+        &self,
+        spec: &TaskSpec,
+        key: &str,
+        make: &mut dyn FnMut() -> Result<Self::Root, EnvError>,
+    ) -> Result<Self::Root, EnvError>;
+
+    /// Make the root of `spec` (import the workspace, run the setup steps).
+    ///
+    /// # Errors
+    /// A failing setup step, runtime faults.
+    fn make_root(&self, spec: &TaskSpec, key: &str) -> Result<Self::Root, EnvError>;
+}
+
+/// The root of `spec` and its preparation key: the cached one, else a new
+/// one made once.
+///
+/// # Errors
+/// As [`RootSource`]'s hooks.
+pub(crate) fn prepare_root<S: RootSource>(
+    source: &S,
+    spec: &TaskSpec,
+) -> Result<(String, S::Root), EnvError> {
+    let key = source.root_key(spec)?;
+    let root = source.cached_root(spec, &key, &mut || source.make_root(spec, &key))?;
+    Ok((key, root))
+}
+
 /// Milliseconds the agent's actions took in all.
 fn agent_ms(facts: &[StepFacts]) -> u64 {
     facts.iter().map(|f| f.duration_us).sum::<u64>() / 1000

@@ -251,3 +251,78 @@ fn code_lines_skip_blanks_and_comments() {
     ];
     assert_eq!(code_lines(&actions), 2);
 }
+
+/// A root cache with no runtime: roots are numbers, the cache a map, and
+/// every hook call is written down.
+#[derive(Default)]
+struct FakeRoots {
+    cache: RefCell<std::collections::BTreeMap<String, u32>>,
+    calls: RefCell<Vec<String>>,
+    /// What `make_root` answers: `Some(why)` is a failing setup step.
+    setup_fails: Option<&'static str>,
+}
+
+impl RootSource for FakeRoots {
+    type Root = u32;
+
+    fn root_key(&self, spec: &TaskSpec) -> Result<String, EnvError> {
+        self.calls.borrow_mut().push("root_key".into());
+        Ok(format!("k-{}", spec.id))
+    }
+
+    fn cached_root(
+        &self,
+        _spec: &TaskSpec,
+        key: &str,
+        make: &mut dyn FnMut() -> Result<u32, EnvError>,
+    ) -> Result<u32, EnvError> {
+        self.calls.borrow_mut().push(format!("cached_root {key}"));
+        if let Some(root) = self.cache.borrow().get(key) {
+            return Ok(*root);
+        }
+        let root = make()?;
+        self.cache.borrow_mut().insert(key.to_owned(), root);
+        Ok(root)
+    }
+
+    fn make_root(&self, spec: &TaskSpec, key: &str) -> Result<u32, EnvError> {
+        self.calls.borrow_mut().push(format!("make_root {key}"));
+        match self.setup_fails {
+            Some(why) => Err(EnvError::Task {
+                task: spec.id.clone(),
+                message: why.into(),
+            }),
+            None => Ok(9),
+        }
+    }
+}
+
+#[test]
+fn a_root_is_made_once_under_its_key_and_then_found() {
+    let (_dir, spec) = spec();
+    let roots = FakeRoots::default();
+    assert_eq!(prepare_root(&roots, &spec).unwrap(), ("k-t-1".into(), 9));
+    assert_eq!(prepare_root(&roots, &spec).unwrap(), ("k-t-1".into(), 9));
+    assert_eq!(
+        *roots.calls.borrow(),
+        [
+            "root_key",
+            "cached_root k-t-1",
+            "make_root k-t-1",
+            "root_key",
+            "cached_root k-t-1"
+        ]
+    );
+}
+
+#[test]
+fn a_failing_setup_is_an_error_and_caches_nothing() {
+    let (_dir, spec) = spec();
+    let roots = FakeRoots {
+        setup_fails: Some("setup[0] failed"),
+        ..FakeRoots::default()
+    };
+    let err = prepare_root(&roots, &spec).unwrap_err();
+    assert!(err.to_string().contains("setup[0] failed"), "{err}");
+    assert!(roots.cache.borrow().is_empty());
+}

@@ -25,7 +25,7 @@ use super::{
     verifier_site,
 };
 use crate::failure::{self, CheckFailure};
-use crate::skeleton::{self, ActionOutcome, Graded, StepFacts, TaskBackend};
+use crate::skeleton::{self, ActionOutcome, Graded, RootSource, StepFacts, TaskBackend};
 use crate::task::{Backend, TaskSpec};
 
 /// Version of the preparation format; part of the cache key.
@@ -65,14 +65,9 @@ impl TaskEnv {
                 spec.backend
             )));
         }
-        let key = content_key(&spec).map_err(|e| task_err(e.to_string()))?;
+        let (key, root) = skeleton::prepare_root(&NativeRoots { runtime }, &spec)?;
         let store = runtime.store();
-        let root_tag = format!("task.{}.{key}", spec.id);
         let checks_tag = format!("checks.{}.{key}", spec.id);
-        let root = match store.get_tag(&root_tag).map_err(runtime_err)? {
-            Some(id) => runtime.snapshot(&id)?,
-            None => make_root(runtime, &spec, &root_tag)?,
-        };
         let checks = match store.get_tag(&checks_tag).map_err(runtime_err)? {
             Some(id) => runtime.snapshot(&id)?,
             None => {
@@ -461,10 +456,7 @@ impl Environment for TaskEnv {
         skeleton::candidates(self)
     }
 
-    /// The solution in the task's own candidate actions (its `right`
-    /// candidates in order, which `task validate` proves solve it), so a
-    /// discrete policy can imitate every step; the free-form gold when the
-    /// task lists no right candidate.
+    /// See [`skeleton::reference_solution`].
     fn reference_solution(&self) -> Option<Vec<AgentAction>> {
         skeleton::reference_solution(self)
     }
@@ -480,6 +472,51 @@ fn file_outcome(
         Ok(()) => Ok((ExitStatus::Code { code: 0 }, done(), us)),
         Err(SandboxError::File(m)) => Ok((ExitStatus::Code { code: 1 }, m, us)),
         Err(e) => Err(e.into()),
+    }
+}
+
+/// Native roots: made by importing the workspace and running the setup
+/// commands, cached in the store under the tag `task.<id>.<key>`.
+struct NativeRoots<'a> {
+    runtime: &'a Runtime,
+}
+
+/// The store tag a native root is cached under.
+fn root_tag(spec: &TaskSpec, key: &str) -> String {
+    format!("task.{}.{key}", spec.id)
+}
+
+impl RootSource for NativeRoots<'_> {
+    type Root = Snapshot;
+
+    fn root_key(&self, spec: &TaskSpec) -> Result<String, EnvError> {
+        content_key(spec).map_err(|e| EnvError::Task {
+            task: spec.id.clone(),
+            message: e.to_string(),
+        })
+    }
+
+    fn cached_root(
+        &self,
+        spec: &TaskSpec,
+        key: &str,
+        make: &mut dyn FnMut() -> Result<Snapshot, EnvError>,
+    ) -> Result<Snapshot, EnvError> {
+        // `make_root` sets the tag itself (with no setup step the import
+        // tags the root directly).
+        match self
+            .runtime
+            .store()
+            .get_tag(&root_tag(spec, key))
+            .map_err(runtime_err)?
+        {
+            Some(id) => Ok(self.runtime.snapshot(&id)?),
+            None => make(),
+        }
+    }
+
+    fn make_root(&self, spec: &TaskSpec, key: &str) -> Result<Snapshot, EnvError> {
+        make_root(self.runtime, spec, &root_tag(spec, key))
     }
 }
 
