@@ -9,8 +9,9 @@
 //!   [`arbor_rollout::Environment`], with the layered verifier.
 //! - `session` (feature `wasm`): `SessionEnv`, a prepared `backend =
 //!   "wasm"` task (a Python session in the WebAssembly guest) and its verifier.
-//! - [`skeleton`]: what both kinds of task environment share (preparation
-//!   key, diagnostics, hard constraints, quality).
+//! - [`skeleton`]: what both kinds of task environment share (root
+//!   preparation and caching flow, the episode's flow and its fault
+//!   verdict, preparation key, diagnostics, hard constraints, quality).
 //! - [`prepared`]: [`PreparedTask`], a task of either backend.
 //! - [`canonical`]: the one format (and comparator) of graded Python values.
 //! - [`failure`]: why a hidden check failed (a verdict, kept typed).

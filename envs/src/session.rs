@@ -12,16 +12,19 @@
 //! check's side effects cannot help another), with its own fuel, and the
 //! value it reads comes from the guest's native inspector
 //! ([`WasmSandbox::inspect`]); the comparison happens here, in Rust.
+//!
+//! (~610 lines: the task, its episode read back from the session snapshots
+//! and its two hook impls, which read as one.)
 
 mod checks;
 
+use std::borrow::Cow;
 use std::sync::OnceLock;
 use std::time::{Duration, Instant};
 
 use arbor_rollout::env::{ProcessDiagnostics, SoftQuality, TaskOutcome, Violation, ViolationKind};
 use arbor_rollout::{
-    AgentAction, EnvError, EnvLimits, EnvObservation, Environment, Episode, EpisodeStep,
-    Transition, Verdict,
+    AgentAction, EnvError, EnvLimits, EnvObservation, Environment, Episode, Transition, Verdict,
 };
 use arbor_runtime::layer::{self, MergedView};
 use arbor_runtime::wasm::{
@@ -31,9 +34,9 @@ use arbor_runtime::{AnySandbox, AnySnapshot, Runtime};
 use serde::Serialize;
 
 use crate::failure;
-use crate::skeleton::{self, StepFacts, TaskBackend};
+use crate::skeleton::{self, ActionOutcome, Graded, RootSource, StepFacts, TaskBackend};
 use crate::task::{DEFAULT_STEP_FUEL, TaskSpec};
-use crate::verifier::{cap, integrity, millis, observation, tail};
+use crate::verifier::{cap, integrity, millis, tail};
 
 /// Version of the preparation; part of the root cache key.
 const PREPARE_VERSION: &str = "arbor-session-task-v1";
@@ -123,8 +126,7 @@ impl SessionEnv {
         // and remembers roots by content, so every episode and every
         // TaskEnv of this task shares one root.
         let wrt = runtime.wasm(runtime_limits()).map_err(wasm_err)?;
-        let key = content_key(&spec)?;
-        let root = wrt.memo_root(&key, || make_root(runtime, &wrt, &spec))?;
+        let (_, root) = skeleton::prepare_root(&SessionRoots { runtime, wrt: &wrt }, &spec)?;
         Ok(Self {
             candidates: crate::verifier::shuffled_candidates(&spec),
             spec,
@@ -235,18 +237,15 @@ impl SessionEnv {
     /// The layered verdict of `episode`. Runtime faults become a fault
     /// verdict (no reward), never a 0.
     pub fn verify(&self, episode: &SessionEpisode) -> Verdict {
-        let mut process = self.process(&episode.steps);
-        match self.verify_inner(episode, &mut process) {
-            Ok(v) => v,
-            Err(e) => Verdict::fault(e.to_string(), process),
-        }
+        skeleton::verify_episode(self, episode)
     }
 
-    fn verify_inner(
+    /// Grade `episode` (the [`TaskBackend::run_checks`] hook).
+    fn grade(
         &self,
         episode: &SessionEpisode,
         process: &mut ProcessDiagnostics,
-    ) -> Result<Verdict, EnvError> {
+    ) -> Result<Graded, EnvError> {
         let t0 = Instant::now();
         let store = self.runtime.store();
         let base =
@@ -299,7 +298,11 @@ impl SessionEnv {
             self.quality(episode, Some(&sb), &base, &last)?
         };
         process.verify_checks_ms = millis(t1);
-        Ok(Verdict::graded(hard, task, quality, process.clone()))
+        Ok(Graded {
+            hard,
+            task,
+            quality,
+        })
     }
 
     fn quality(
@@ -357,6 +360,34 @@ fn content_key(spec: &TaskSpec) -> Result<String, EnvError> {
         message: e.to_string(),
     })?;
     Ok(skeleton::key_hex(&h, 8))
+}
+
+/// Session roots: the guest booted on the workspace after the setup steps,
+/// cached by content in the runtime's memo (per process and store).
+struct SessionRoots<'a> {
+    runtime: &'a Runtime,
+    wrt: &'a WasmRuntime,
+}
+
+impl RootSource for SessionRoots<'_> {
+    type Root = WasmSnapshot;
+
+    fn root_key(&self, spec: &TaskSpec) -> Result<String, EnvError> {
+        content_key(spec)
+    }
+
+    fn cached_root(
+        &self,
+        _spec: &TaskSpec,
+        key: &str,
+        make: &mut dyn FnMut() -> Result<WasmSnapshot, EnvError>,
+    ) -> Result<WasmSnapshot, EnvError> {
+        self.wrt.memo_root(key, make)
+    }
+
+    fn make_root(&self, spec: &TaskSpec, _key: &str) -> Result<WasmSnapshot, EnvError> {
+        make_root(self.runtime, self.wrt, spec)
+    }
 }
 
 /// Boot the guest on the task's workspace and run its setup steps.
@@ -452,9 +483,62 @@ impl SessionEnv {
 
 impl TaskBackend for SessionEnv {
     type Step = SessionStep;
+    type State = AnySnapshot;
+    type Sandbox = AnySandbox;
+    type Recorded = Episode;
+    type Episode = SessionEpisode;
 
     fn spec(&self) -> &TaskSpec {
         &self.spec
+    }
+
+    fn root_state(&self) -> AnySnapshot {
+        AnySnapshot::Wasm(self.root.clone())
+    }
+
+    fn candidate_list(&self) -> &[AgentAction] {
+        &self.candidates
+    }
+
+    fn run_action(
+        &self,
+        sandbox: &mut AnySandbox,
+        action: &AgentAction,
+    ) -> Result<ActionOutcome, EnvError> {
+        let Some(sb) = sandbox.wasm_mut() else {
+            return Err(EnvError::Task {
+                task: self.spec.id.clone(),
+                message: "a session task was given a native sandbox".into(),
+            });
+        };
+        // Set on every step: a rollout's sandbox is not from `open_agent`.
+        let limits = self.agent_limits(sb);
+        sb.set_step_limits(limits);
+        let s = SessionEnv::step(self, sb, action)?;
+        Ok(ActionOutcome {
+            exit: s.outcome.exit_status(),
+            output: s.output,
+            duration_us: s.duration_us,
+        })
+    }
+
+    /// The exact outcome of every recorded action is read from the session
+    /// snapshots, so a recorded episode that does not match them is refused
+    /// here, before any diagnostics (its fault verdict carries none).
+    fn episode<'r>(&self, recorded: &'r Episode) -> Result<Cow<'r, SessionEpisode>, EnvError> {
+        self.session_episode(recorded).map(Cow::Owned)
+    }
+
+    fn steps<'e>(&self, episode: &'e SessionEpisode) -> &'e [SessionStep] {
+        &episode.steps
+    }
+
+    fn run_checks(
+        &self,
+        e: &SessionEpisode,
+        p: &mut ProcessDiagnostics,
+    ) -> Result<Graded, EnvError> {
+        self.grade(e, p)
     }
 
     fn facts(&self, index: usize, s: &SessionStep) -> StepFacts {
@@ -486,7 +570,8 @@ impl TaskBackend for SessionEnv {
 
 /// Rollouts, credit and the attached trainer drive session tasks like
 /// native ones: a tree's nodes are session snapshots, and siblings are
-/// forks of the same live interpreter state.
+/// forks of the same live interpreter state. The episode's flow is the
+/// skeleton's; this only hands it the task.
 impl Environment for SessionEnv {
     fn id(&self) -> &str {
         &self.spec.id
@@ -497,10 +582,7 @@ impl Environment for SessionEnv {
     }
 
     fn reset(&self) -> Result<(AnySnapshot, EnvObservation), EnvError> {
-        Ok((
-            AnySnapshot::Wasm(self.root.clone()),
-            observation(&self.spec, 0, None),
-        ))
+        Ok(skeleton::reset(self))
     }
 
     fn step(
@@ -509,41 +591,18 @@ impl Environment for SessionEnv {
         step: usize,
         action: &AgentAction,
     ) -> Result<Transition, EnvError> {
-        let Some(sb) = sandbox.wasm_mut() else {
-            return Err(EnvError::Task {
-                task: self.spec.id.clone(),
-                message: "a session task was given a native sandbox".into(),
-            });
-        };
-        let limits = self.agent_limits(sb);
-        sb.set_step_limits(limits);
-        let s = SessionEnv::step(self, sb, action)?;
-        Ok(Transition {
-            observation: observation(
-                &self.spec,
-                step + 1,
-                Some((action, s.output.clone(), s.outcome.exit_status())),
-            ),
-            record: EpisodeStep {
-                action: action.clone(),
-                exit: s.outcome.exit_status(),
-                duration_us: s.duration_us,
-            },
-        })
+        skeleton::step(self, sandbox, step, action)
     }
 
     fn verify(&self, episode: &Episode) -> Verdict {
-        match self.session_episode(episode) {
-            Ok(e) => SessionEnv::verify(self, &e),
-            Err(e) => Verdict::fault(e.to_string(), ProcessDiagnostics::default()),
-        }
+        skeleton::verify(self, episode)
     }
 
     fn candidates(&self, _observation: &EnvObservation) -> Vec<AgentAction> {
-        self.candidates.clone()
+        skeleton::candidates(self)
     }
 
     fn reference_solution(&self) -> Option<Vec<AgentAction>> {
-        Some(crate::verifier::reference_solution(&self.spec))
+        skeleton::reference_solution(self)
     }
 }

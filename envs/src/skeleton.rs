@@ -1,20 +1,24 @@
 //! The task-environment skeleton both kinds of task share: a native task
 //! ([`crate::TaskEnv`]) and a session task (`SessionEnv`, feature `wasm`)
 //! differ only in how they make a root, run one action and grade; the
-//! preparation key, the process diagnostics, the hard constraints and the
-//! soft quality are written here once, behind the [`TaskBackend`] seam.
+//! episode (reset, steps, verification and its fault verdict, candidates,
+//! the reference solution), the preparation key, the process diagnostics,
+//! the hard constraints and the soft quality are written here once, behind
+//! the [`TaskBackend`] seam.
 
+use std::borrow::Cow;
 use std::path::Path;
 
 use arbor_rollout::env::{
-    HardConstraints, ProcessDiagnostics, SoftQuality, Violation, ViolationKind,
+    EpisodeStep, HardConstraints, ProcessDiagnostics, SoftQuality, TaskOutcome, Violation,
+    ViolationKind,
 };
-use arbor_rollout::{AgentAction, EnvLimits};
+use arbor_rollout::{AgentAction, EnvError, EnvLimits, EnvObservation, Transition, Verdict};
 use arbor_runtime::layer::{self, MergedView};
-use arbor_runtime::store::object::EntryKind;
+use arbor_runtime::store::object::{EntryKind, ExitStatus};
 
 use crate::task::TaskSpec;
-use crate::verifier::path_violations;
+use crate::verifier::{observation, path_violations};
 
 /// Files larger than this are not read to count changed lines.
 const QUALITY_READ_LIMIT: u64 = 256 << 10;
@@ -32,14 +36,89 @@ pub(crate) struct StepFacts {
     pub violation: Option<Violation>,
 }
 
-/// The backend-specific half of a task environment: how a recorded step
-/// reads. The rest of grading (diagnostics, hard constraints) is provided.
+/// How one agent action ended, as the episode records and the agent sees it.
+#[derive(Clone, Debug)]
+pub(crate) struct ActionOutcome {
+    /// Its exit status (a session step's outcome, as an exit status).
+    pub exit: ExitStatus,
+    /// Stdout then stderr (capped), or the file action's message.
+    pub output: String,
+    /// Wall-clock microseconds.
+    pub duration_us: u64,
+}
+
+/// The graded layers a backend's checks produce; the skeleton adds the
+/// process diagnostics and the reward.
+#[derive(Clone, Debug, Default)]
+pub(crate) struct Graded {
+    /// Layer 1.
+    pub hard: HardConstraints,
+    /// Layer 2.
+    pub task: TaskOutcome,
+    /// Layer 3.
+    pub quality: SoftQuality,
+}
+
+/// The backend-specific half of a task environment: its root, how one
+/// agent action becomes a runtime step, how a recorded episode reads and
+/// its checks. The rest — the episode's flow ([`reset`], [`step`],
+/// [`verify`], [`candidates`], [`reference_solution`]), the diagnostics and
+/// the hard constraints — is provided.
+///
+/// The state, sandbox and episode types are associated (the real backends
+/// use [`arbor_runtime::AnySnapshot`], [`arbor_runtime::AnySandbox`] and
+/// [`arbor_rollout::Episode`]) so the flow can be driven without a runtime.
 pub(crate) trait TaskBackend {
-    /// One recorded action of an episode.
+    /// One recorded action of an episode, as the verifier reads it.
     type Step;
+    /// A state of the task (the root is one).
+    type State;
+    /// What an action runs in.
+    type Sandbox;
+    /// A finished episode, as the rollout hands it to the verifier.
+    type Recorded;
+    /// A finished episode, as this backend grades it.
+    type Episode: Clone;
 
     /// The task.
     fn spec(&self) -> &TaskSpec;
+
+    /// The state every episode starts from.
+    fn root_state(&self) -> Self::State;
+
+    /// The task's candidate actions, in the order every observation offers.
+    fn candidate_list(&self) -> &[AgentAction];
+
+    /// Run one agent action in `sandbox`.
+    ///
+    /// # Errors
+    /// Runtime faults only (what the agent's action does is an outcome).
+    fn run_action(
+        &self,
+        sandbox: &mut Self::Sandbox,
+        action: &AgentAction,
+    ) -> Result<ActionOutcome, EnvError>;
+
+    /// `recorded` as this backend grades it (borrowed when it already is).
+    ///
+    /// # Errors
+    /// A recorded episode that does not fit this backend.
+    fn episode<'r>(&self, recorded: &'r Self::Recorded)
+    -> Result<Cow<'r, Self::Episode>, EnvError>;
+
+    /// The recorded actions of `episode`.
+    fn steps<'e>(&self, episode: &'e Self::Episode) -> &'e [Self::Step];
+
+    /// Grade `episode`: the hard constraints, the hidden checks and the
+    /// quality, timing the setup and the checks into `process`.
+    ///
+    /// # Errors
+    /// Runtime faults (they become a fault verdict, never a 0).
+    fn run_checks(
+        &self,
+        episode: &Self::Episode,
+        process: &mut ProcessDiagnostics,
+    ) -> Result<Graded, EnvError>;
 
     /// What the skeleton needs to know of step `index`.
     fn facts(&self, index: usize, step: &Self::Step) -> StepFacts;
@@ -81,6 +160,113 @@ pub(crate) trait TaskBackend {
         violations.extend(time_limit_violation(&spec.limits, agent_ms(&facts)));
         HardConstraints { violations }
     }
+}
+
+/// The root state and the first observation of an episode.
+pub(crate) fn reset<B: TaskBackend>(b: &B) -> (B::State, EnvObservation) {
+    (b.root_state(), observation(b.spec(), 0, None))
+}
+
+/// Run `action` as step `step` (from 0) in `sandbox`: what the agent sees
+/// next and what the episode records.
+///
+/// # Errors
+/// Runtime faults only.
+pub(crate) fn step<B: TaskBackend>(
+    b: &B,
+    sandbox: &mut B::Sandbox,
+    step: usize,
+    action: &AgentAction,
+) -> Result<Transition, EnvError> {
+    let done = b.run_action(sandbox, action)?;
+    Ok(Transition {
+        observation: observation(b.spec(), step + 1, Some((action, done.output, done.exit))),
+        record: EpisodeStep {
+            action: action.clone(),
+            exit: done.exit,
+            duration_us: done.duration_us,
+        },
+    })
+}
+
+/// The layered verdict of a recorded episode. A recorded episode that does
+/// not fit the backend is a fault verdict with empty diagnostics (nothing
+/// could be read of it); see [`verify_episode`] for the rest.
+pub(crate) fn verify<B: TaskBackend>(b: &B, recorded: &B::Recorded) -> Verdict {
+    match b.episode(recorded) {
+        Ok(episode) => verify_episode(b, &episode),
+        Err(e) => Verdict::fault(e.to_string(), ProcessDiagnostics::default()),
+    }
+}
+
+/// The layered verdict of `episode`: the process diagnostics first (so a
+/// fault verdict still carries them), then the backend's checks. A runtime
+/// fault becomes a fault verdict (no reward), never a 0.
+pub(crate) fn verify_episode<B: TaskBackend>(b: &B, episode: &B::Episode) -> Verdict {
+    let mut process = b.process(b.steps(episode));
+    match b.run_checks(episode, &mut process) {
+        Ok(g) => Verdict::graded(g.hard, g.task, g.quality, process),
+        Err(e) => Verdict::fault(e.to_string(), process),
+    }
+}
+
+/// The candidate actions every observation offers (a fixed order that does
+/// not follow their labels).
+pub(crate) fn candidates<B: TaskBackend>(b: &B) -> Vec<AgentAction> {
+    b.candidate_list().to_vec()
+}
+
+/// The solution in the task's own candidate actions (its `right`
+/// candidates in order, which `task validate` proves solve it), so a
+/// discrete policy can imitate every step; the free-form gold when the
+/// task lists no right candidate.
+pub(crate) fn reference_solution<B: TaskBackend>(b: &B) -> Option<Vec<AgentAction>> {
+    Some(crate::verifier::reference_solution(b.spec()))
+}
+
+/// How a backend makes its task's root and caches it: a native task under
+/// store tags, a session task in `WasmRuntime::memo_root`. Preparation runs
+/// before the environment exists, so this is its own small trait.
+pub(crate) trait RootSource {
+    /// The root snapshot.
+    type Root;
+
+    /// The preparation key of `spec`: roots are cached under it.
+    ///
+    /// # Errors
+    /// A file of the task that cannot be read.
+    fn root_key(&self, spec: &TaskSpec) -> Result<String, EnvError>;
+
+    /// The root cached under `key`, else the one `make` makes (cached).
+    ///
+    /// # Errors
+    /// The cache's runtime faults, or what `make` returns.
+    fn cached_root(
+        &self,
+        spec: &TaskSpec,
+        key: &str,
+        make: &mut dyn FnMut() -> Result<Self::Root, EnvError>,
+    ) -> Result<Self::Root, EnvError>;
+
+    /// Make the root of `spec` (import the workspace, run the setup steps).
+    ///
+    /// # Errors
+    /// A failing setup step, runtime faults.
+    fn make_root(&self, spec: &TaskSpec, key: &str) -> Result<Self::Root, EnvError>;
+}
+
+/// The root of `spec` and its preparation key: the cached one, else a new
+/// one made once.
+///
+/// # Errors
+/// As [`RootSource`]'s hooks.
+pub(crate) fn prepare_root<S: RootSource>(
+    source: &S,
+    spec: &TaskSpec,
+) -> Result<(String, S::Root), EnvError> {
+    let key = source.root_key(spec)?;
+    let root = source.cached_root(spec, &key, &mut || source.make_root(spec, &key))?;
+    Ok((key, root))
 }
 
 /// Milliseconds the agent's actions took in all.
@@ -311,23 +497,4 @@ pub(crate) fn key_hex(h: &blake3::Hasher, bytes: usize) -> String {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn line_changes_count_insertions_and_deletions() {
-        assert_eq!(line_changes(b"a\nb\nc\n", b"a\nb\nc\n"), 0);
-        assert_eq!(line_changes(b"a\nb\n", b"a\nx\nb\n"), 1);
-        assert_eq!(line_changes(b"a\nb\n", b"a\nc\n"), 2);
-        assert_eq!(line_changes(b"", b"a\nb\n"), 2);
-    }
-
-    #[test]
-    fn code_lines_skip_blanks_and_comments() {
-        let actions = [
-            AgentAction::exec("x = 1\n\n# note\ny = 2\n"),
-            AgentAction::write("a.py", "z = 3\n"),
-        ];
-        assert_eq!(code_lines(&actions), 2);
-    }
-}
+mod tests;

@@ -2,6 +2,7 @@
 //! snapshot and the ids of its hidden checks — which implements
 //! [`Environment`] and grades an episode with the layered verifier.
 
+use std::borrow::Cow;
 use std::collections::BTreeMap;
 use std::time::Instant;
 
@@ -20,11 +21,11 @@ use arbor_runtime::{ExecOptions, Runtime, Sandbox, SandboxError, Snapshot};
 
 use super::checks::{ListFailure, NoReport};
 use super::{
-    CheckReport, CheckRun, cap, checks, integrity, millis, observation, reference_solution,
-    runtime_err, shuffled_candidates, tail, verifier_site,
+    CheckReport, CheckRun, cap, checks, integrity, millis, runtime_err, shuffled_candidates, tail,
+    verifier_site,
 };
 use crate::failure::{self, CheckFailure};
-use crate::skeleton::{self, StepFacts, TaskBackend};
+use crate::skeleton::{self, ActionOutcome, Graded, RootSource, StepFacts, TaskBackend};
 use crate::task::{Backend, TaskSpec};
 
 /// Version of the preparation format; part of the cache key.
@@ -64,14 +65,9 @@ impl TaskEnv {
                 spec.backend
             )));
         }
-        let key = content_key(&spec).map_err(|e| task_err(e.to_string()))?;
+        let (key, root) = skeleton::prepare_root(&NativeRoots { runtime }, &spec)?;
         let store = runtime.store();
-        let root_tag = format!("task.{}.{key}", spec.id);
         let checks_tag = format!("checks.{}.{key}", spec.id);
-        let root = match store.get_tag(&root_tag).map_err(runtime_err)? {
-            Some(id) => runtime.snapshot(&id)?,
-            None => make_root(runtime, &spec, &root_tag)?,
-        };
         let checks = match store.get_tag(&checks_tag).map_err(runtime_err)? {
             Some(id) => runtime.snapshot(&id)?,
             None => {
@@ -244,11 +240,12 @@ impl TaskEnv {
         Ok(outcome)
     }
 
-    fn verify_inner(
+    /// Grade `episode` (the [`TaskBackend::run_checks`] hook).
+    fn grade(
         &self,
         episode: &Episode,
         process: &mut ProcessDiagnostics,
-    ) -> Result<Verdict, EnvError> {
+    ) -> Result<Graded, EnvError> {
         let t0 = Instant::now();
         let (Some(root_snap), Some(last_snap)) = (episode.root.native(), episode.last.native())
         else {
@@ -285,7 +282,11 @@ impl TaskEnv {
                 detail: format!("changed while the checks ran: {}", tampered.join(", ")),
             });
         }
-        Ok(Verdict::graded(hard, task, quality, process.clone()))
+        Ok(Graded {
+            hard,
+            task,
+            quality,
+        })
     }
 
     /// Files of the final state that were written (even if put back) or
@@ -323,54 +324,28 @@ impl TaskEnv {
 
 impl TaskBackend for TaskEnv {
     type Step = EpisodeStep;
+    type State = AnySnapshot;
+    type Sandbox = AnySandbox;
+    type Recorded = Episode;
+    type Episode = Episode;
 
     fn spec(&self) -> &TaskSpec {
         &self.spec
     }
 
-    fn facts(&self, index: usize, s: &EpisodeStep) -> StepFacts {
-        let violation = match s.exit {
-            ExitStatus::Timeout => Some(Violation {
-                kind: ViolationKind::AgentTimeout,
-                detail: format!("step {index} ({}) timed out", s.action),
-            }),
-            ExitStatus::DiskLimit => Some(Violation {
-                kind: ViolationKind::AgentDiskLimit,
-                detail: format!("step {index} ({}) hit the disk limit", s.action),
-            }),
-            _ => None,
-        };
-        StepFacts {
-            is_exec: s.action.is_exec(),
-            ok: s.exit == ExitStatus::Code { code: 0 },
-            duration_us: s.duration_us,
-            violation,
-        }
-    }
-}
-
-impl Environment for TaskEnv {
-    fn id(&self) -> &str {
-        &self.spec.id
+    fn root_state(&self) -> AnySnapshot {
+        AnySnapshot::Native(self.root.clone())
     }
 
-    fn limits(&self) -> EnvLimits {
-        self.spec.limits
+    fn candidate_list(&self) -> &[AgentAction] {
+        &self.candidates
     }
 
-    fn reset(&self) -> Result<(AnySnapshot, EnvObservation), EnvError> {
-        Ok((
-            AnySnapshot::Native(self.root.clone()),
-            observation(&self.spec, 0, None),
-        ))
-    }
-
-    fn step(
+    fn run_action(
         &self,
         sandbox: &mut AnySandbox,
-        step: usize,
         action: &AgentAction,
-    ) -> Result<Transition, EnvError> {
+    ) -> Result<ActionOutcome, EnvError> {
         let Some(sandbox) = sandbox.native_mut() else {
             return Err(self.not_native());
         };
@@ -403,34 +378,87 @@ impl Environment for TaskEnv {
             )?,
             AgentAction::Submit => (ExitStatus::Code { code: 0 }, "submitted".to_owned(), 0),
         };
-        Ok(Transition {
-            observation: observation(&self.spec, step + 1, Some((action, output, exit))),
-            record: EpisodeStep {
-                action: action.clone(),
-                exit,
-                duration_us,
-            },
+        Ok(ActionOutcome {
+            exit,
+            output,
+            duration_us,
         })
     }
 
-    fn verify(&self, episode: &Episode) -> Verdict {
-        let mut process = self.process(&episode.steps);
-        match self.verify_inner(episode, &mut process) {
-            Ok(v) => v,
-            Err(e) => Verdict::fault(e.to_string(), process),
+    /// A native episode is graded as recorded. Another backend's states are
+    /// refused later, in [`TaskBackend::run_checks`], so that fault verdict
+    /// keeps the episode's process diagnostics (as it always has).
+    fn episode<'r>(&self, recorded: &'r Episode) -> Result<Cow<'r, Episode>, EnvError> {
+        Ok(Cow::Borrowed(recorded))
+    }
+
+    fn steps<'e>(&self, episode: &'e Episode) -> &'e [EpisodeStep] {
+        &episode.steps
+    }
+
+    fn run_checks(
+        &self,
+        episode: &Episode,
+        process: &mut ProcessDiagnostics,
+    ) -> Result<Graded, EnvError> {
+        self.grade(episode, process)
+    }
+
+    fn facts(&self, index: usize, s: &EpisodeStep) -> StepFacts {
+        let violation = match s.exit {
+            ExitStatus::Timeout => Some(Violation {
+                kind: ViolationKind::AgentTimeout,
+                detail: format!("step {index} ({}) timed out", s.action),
+            }),
+            ExitStatus::DiskLimit => Some(Violation {
+                kind: ViolationKind::AgentDiskLimit,
+                detail: format!("step {index} ({}) hit the disk limit", s.action),
+            }),
+            _ => None,
+        };
+        StepFacts {
+            is_exec: s.action.is_exec(),
+            ok: s.exit == ExitStatus::Code { code: 0 },
+            duration_us: s.duration_us,
+            violation,
         }
+    }
+}
+
+/// The episode's flow is the skeleton's; this only hands it the task.
+impl Environment for TaskEnv {
+    fn id(&self) -> &str {
+        &self.spec.id
+    }
+
+    fn limits(&self) -> EnvLimits {
+        self.spec.limits
+    }
+
+    fn reset(&self) -> Result<(AnySnapshot, EnvObservation), EnvError> {
+        Ok(skeleton::reset(self))
+    }
+
+    fn step(
+        &self,
+        sandbox: &mut AnySandbox,
+        step: usize,
+        action: &AgentAction,
+    ) -> Result<Transition, EnvError> {
+        skeleton::step(self, sandbox, step, action)
+    }
+
+    fn verify(&self, episode: &Episode) -> Verdict {
+        skeleton::verify(self, episode)
     }
 
     fn candidates(&self, _observation: &EnvObservation) -> Vec<AgentAction> {
-        self.candidates.clone()
+        skeleton::candidates(self)
     }
 
-    /// The solution in the task's own candidate actions (its `right`
-    /// candidates in order, which `task validate` proves solve it), so a
-    /// discrete policy can imitate every step; the free-form gold when the
-    /// task lists no right candidate.
+    /// See [`skeleton::reference_solution`].
     fn reference_solution(&self) -> Option<Vec<AgentAction>> {
-        Some(reference_solution(&self.spec))
+        skeleton::reference_solution(self)
     }
 }
 
@@ -444,6 +472,51 @@ fn file_outcome(
         Ok(()) => Ok((ExitStatus::Code { code: 0 }, done(), us)),
         Err(SandboxError::File(m)) => Ok((ExitStatus::Code { code: 1 }, m, us)),
         Err(e) => Err(e.into()),
+    }
+}
+
+/// Native roots: made by importing the workspace and running the setup
+/// commands, cached in the store under the tag `task.<id>.<key>`.
+struct NativeRoots<'a> {
+    runtime: &'a Runtime,
+}
+
+/// The store tag a native root is cached under.
+fn root_tag(spec: &TaskSpec, key: &str) -> String {
+    format!("task.{}.{key}", spec.id)
+}
+
+impl RootSource for NativeRoots<'_> {
+    type Root = Snapshot;
+
+    fn root_key(&self, spec: &TaskSpec) -> Result<String, EnvError> {
+        content_key(spec).map_err(|e| EnvError::Task {
+            task: spec.id.clone(),
+            message: e.to_string(),
+        })
+    }
+
+    fn cached_root(
+        &self,
+        spec: &TaskSpec,
+        key: &str,
+        make: &mut dyn FnMut() -> Result<Snapshot, EnvError>,
+    ) -> Result<Snapshot, EnvError> {
+        // `make_root` sets the tag itself (with no setup step the import
+        // tags the root directly).
+        match self
+            .runtime
+            .store()
+            .get_tag(&root_tag(spec, key))
+            .map_err(runtime_err)?
+        {
+            Some(id) => Ok(self.runtime.snapshot(&id)?),
+            None => make(),
+        }
+    }
+
+    fn make_root(&self, spec: &TaskSpec, key: &str) -> Result<Snapshot, EnvError> {
+        make_root(self.runtime, spec, &root_tag(spec, key))
     }
 }
 
