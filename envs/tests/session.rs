@@ -316,8 +316,16 @@ fn native_and_session_grading_share_one_canonical_format() {
         "eval('[' * 70 + ']' * 70)",
     ];
 
-    // Native: the strict runner's serialiser, in the trusted interpreter.
-    let strict_dir = concat!(env!("CARGO_MANIFEST_DIR"), "/src/verifier");
+    // Native: the strict runner's serialiser, in the trusted interpreter
+    // (from a private copy: the source tree need not be readable by the
+    // user the tests run as).
+    let strict = tempfile::tempdir().unwrap();
+    std::fs::write(
+        strict.path().join("strict.py"),
+        include_str!("../src/verifier/strict.py"),
+    )
+    .unwrap();
+    let strict_dir = strict.path().to_str().unwrap();
     let all: Vec<&str> = ACCEPTED.iter().chain(REFUSED).copied().collect();
     let script = format!(
         "import json, sys\nsys.path.insert(0, {strict_dir:?})\nimport strict\nout = []\n\
@@ -328,6 +336,7 @@ fn native_and_session_grading_share_one_canonical_format() {
         .args(["-I", "-S", "-B", "-c", &script])
         .stdin(std::process::Stdio::piped())
         .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
         .spawn()
         .unwrap();
     std::io::Write::write_all(
