@@ -23,9 +23,7 @@ use std::sync::OnceLock;
 use std::time::{Duration, Instant};
 
 use arbor_rollout::env::{ProcessDiagnostics, SoftQuality, TaskOutcome, Violation, ViolationKind};
-use arbor_rollout::{
-    AgentAction, EnvError, EnvLimits, EnvObservation, Environment, Episode, Transition, Verdict,
-};
+use arbor_rollout::{AgentAction, EnvError, Episode, Verdict};
 use arbor_runtime::layer::{self, MergedView};
 use arbor_runtime::wasm::{
     BootSpec, StepOutcome, WasmError, WasmLimits, WasmRuntime, WasmSandbox, WasmSnapshot,
@@ -568,41 +566,7 @@ impl TaskBackend for SessionEnv {
     }
 }
 
-/// Rollouts, credit and the attached trainer drive session tasks like
-/// native ones: a tree's nodes are session snapshots, and siblings are
-/// forks of the same live interpreter state. The episode's flow is the
-/// skeleton's; this only hands it the task.
-impl Environment for SessionEnv {
-    fn id(&self) -> &str {
-        &self.spec.id
-    }
-
-    fn limits(&self) -> EnvLimits {
-        self.spec.limits
-    }
-
-    fn reset(&self) -> Result<(AnySnapshot, EnvObservation), EnvError> {
-        Ok(skeleton::reset(self))
-    }
-
-    fn step(
-        &self,
-        sandbox: &mut AnySandbox,
-        step: usize,
-        action: &AgentAction,
-    ) -> Result<Transition, EnvError> {
-        skeleton::step(self, sandbox, step, action)
-    }
-
-    fn verify(&self, episode: &Episode) -> Verdict {
-        skeleton::verify(self, episode)
-    }
-
-    fn candidates(&self, _observation: &EnvObservation) -> Vec<AgentAction> {
-        skeleton::candidates(self)
-    }
-
-    fn reference_solution(&self) -> Option<Vec<AgentAction>> {
-        skeleton::reference_solution(self)
-    }
-}
+// Rollouts, credit and the attached trainer drive session tasks like
+// native ones: a tree's nodes are session snapshots, and siblings are
+// forks of the same live interpreter state.
+crate::skeleton::environment_by_skeleton!(SessionEnv);

@@ -496,5 +496,56 @@ pub(crate) fn key_hex(h: &blake3::Hasher, bytes: usize) -> String {
     hex::encode(&h.finalize().as_bytes()[..bytes])
 }
 
+/// `impl Environment for $ty` by the skeleton: both task kinds hand the
+/// episode's flow (reset, step, verify, candidates, reference solution) to
+/// the functions above and differ only in their [`TaskBackend`] hooks.
+macro_rules! environment_by_skeleton {
+    ($ty:ty) => {
+        impl arbor_rollout::Environment for $ty {
+            fn id(&self) -> &str {
+                &self.spec.id
+            }
+
+            fn limits(&self) -> arbor_rollout::EnvLimits {
+                self.spec.limits
+            }
+
+            fn reset(
+                &self,
+            ) -> Result<
+                (arbor_runtime::AnySnapshot, arbor_rollout::EnvObservation),
+                arbor_rollout::EnvError,
+            > {
+                Ok($crate::skeleton::reset(self))
+            }
+
+            fn step(
+                &self,
+                sandbox: &mut arbor_runtime::AnySandbox,
+                step: usize,
+                action: &arbor_rollout::AgentAction,
+            ) -> Result<arbor_rollout::Transition, arbor_rollout::EnvError> {
+                $crate::skeleton::step(self, sandbox, step, action)
+            }
+
+            fn verify(&self, episode: &arbor_rollout::Episode) -> arbor_rollout::Verdict {
+                $crate::skeleton::verify(self, episode)
+            }
+
+            fn candidates(
+                &self,
+                _observation: &arbor_rollout::EnvObservation,
+            ) -> Vec<arbor_rollout::AgentAction> {
+                $crate::skeleton::candidates(self)
+            }
+
+            fn reference_solution(&self) -> Option<Vec<arbor_rollout::AgentAction>> {
+                $crate::skeleton::reference_solution(self)
+            }
+        }
+    };
+}
+pub(crate) use environment_by_skeleton;
+
 #[cfg(test)]
 mod tests;

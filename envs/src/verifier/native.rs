@@ -10,9 +10,7 @@ use arbor_rollout::env::{
     EpisodeStep, ProcessDiagnostics, SoftQuality, TaskOutcome, Violation, ViolationKind,
     describe_exit,
 };
-use arbor_rollout::{
-    AgentAction, EnvError, EnvLimits, EnvObservation, Environment, Episode, Transition, Verdict,
-};
+use arbor_rollout::{AgentAction, EnvError, Environment, Episode, Transition, Verdict};
 use arbor_runtime::layer::{self, MergedView};
 use arbor_runtime::sandbox::ChangeKind;
 use arbor_runtime::store::object::ExitStatus;
@@ -425,42 +423,7 @@ impl TaskBackend for TaskEnv {
     }
 }
 
-/// The episode's flow is the skeleton's; this only hands it the task.
-impl Environment for TaskEnv {
-    fn id(&self) -> &str {
-        &self.spec.id
-    }
-
-    fn limits(&self) -> EnvLimits {
-        self.spec.limits
-    }
-
-    fn reset(&self) -> Result<(AnySnapshot, EnvObservation), EnvError> {
-        Ok(skeleton::reset(self))
-    }
-
-    fn step(
-        &self,
-        sandbox: &mut AnySandbox,
-        step: usize,
-        action: &AgentAction,
-    ) -> Result<Transition, EnvError> {
-        skeleton::step(self, sandbox, step, action)
-    }
-
-    fn verify(&self, episode: &Episode) -> Verdict {
-        skeleton::verify(self, episode)
-    }
-
-    fn candidates(&self, _observation: &EnvObservation) -> Vec<AgentAction> {
-        skeleton::candidates(self)
-    }
-
-    /// See [`skeleton::reference_solution`].
-    fn reference_solution(&self) -> Option<Vec<AgentAction>> {
-        skeleton::reference_solution(self)
-    }
-}
+crate::skeleton::environment_by_skeleton!(TaskEnv);
 
 fn file_outcome(
     r: Result<(), SandboxError>,
