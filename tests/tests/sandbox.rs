@@ -377,3 +377,36 @@ fn a_chain_that_repeats_a_layer_still_mounts_and_reads_right() {
     let obs = s4.open().unwrap().exec("cat a.txt", &opts()).unwrap();
     assert_eq!(obs.stdout_text(), "Z\n");
 }
+
+#[test]
+fn streamed_output_arrives_while_the_action_runs_and_joins_to_the_observation() {
+    use arbor_runtime::OutputStream;
+    use std::time::Instant;
+    let t = arbor_tests::runtime(helper());
+    let src = t.scratch("src");
+    arbor_tests::sample_workspace(&src);
+    let snap = t.runtime.import(&src, None).unwrap();
+    let cmd = "echo one; echo err >&2; sleep 0.5; echo two";
+    let start = Instant::now();
+    let mut chunks: Vec<(OutputStream, Vec<u8>, f64)> = Vec::new();
+    let mut streamed = snap.open().unwrap();
+    let obs = streamed
+        .exec_streaming(cmd, &opts(), &mut |s, d| {
+            chunks.push((s, d.to_vec(), start.elapsed().as_secs_f64()));
+        })
+        .unwrap();
+    let end = start.elapsed().as_secs_f64();
+    // The first chunk came before the action ended (it sleeps half a second after it).
+    assert_eq!(chunks[0].1, b"one\n");
+    assert!(chunks[0].2 + 0.3 < end, "first chunk at {} of {end}", chunks[0].2);
+    let join = |k: OutputStream| -> Vec<u8> {
+        chunks.iter().filter(|c| c.0 == k).flat_map(|c| c.1.clone()).collect()
+    };
+    assert_eq!(join(OutputStream::Stdout), obs.stdout);
+    assert_eq!(join(OutputStream::Stderr), obs.stderr);
+    assert_eq!(obs.stdout, b"one\ntwo\n");
+    // The same action without streaming records the same step.
+    let mut plain = snap.open().unwrap();
+    let again = plain.exec(cmd, &opts()).unwrap();
+    assert_eq!(again.digest, obs.digest);
+}

@@ -64,4 +64,4 @@ pub use runtime::{
 };
 pub use sandbox::{ExecOptions, Observation, PeerCommand, PeerResult, Sandbox, SandboxError};
 pub use snapshot::Snapshot;
-pub use state::{AnySandbox, AnySnapshot, Backend, Outcome, StepResult};
+pub use state::{AnySandbox, AnySnapshot, Backend, Outcome, OutputStream, StepResult};

@@ -12,12 +12,25 @@ use std::path::PathBuf;
 
 use super::SandboxError;
 use super::protocol::{Request, Response, read_frame, write_frame};
+use crate::state::OutputStream;
+
+/// Where the chunks of a streamed action's output go.
+pub(crate) type OutputSink<'a> = &'a mut dyn FnMut(OutputStream, &[u8]);
 
 /// A helper the runtime can talk to.
 pub(crate) trait HelperChannel: Send + std::fmt::Debug {
     /// Send one request and wait for its reply. A reply of
     /// [`Response::Error`] is [`SandboxError::Helper`].
     fn request(&mut self, req: &Request) -> Result<Response, SandboxError>;
+
+    /// Send one request whose reply may be preceded by
+    /// [`Response::Output`] frames (an exec with `stream` set); each goes to
+    /// `on_output` as it arrives, and the final reply is returned.
+    fn request_streaming(
+        &mut self,
+        req: &Request,
+        on_output: OutputSink<'_>,
+    ) -> Result<Response, SandboxError>;
 
     /// Add what the helper logged to a helper-reported error.
     fn with_log(&self, e: SandboxError) -> SandboxError {
@@ -53,16 +66,36 @@ pub(crate) enum ExchangeError {
     Failed(SandboxError),
 }
 
-/// Write `req` to `input`, read one reply from `output`.
+/// Write `req` to `input`, read one reply from `output`. With `on_output`,
+/// [`Response::Output`] frames before the reply go to it; without, such a
+/// frame is a protocol error.
 pub(crate) fn exchange<W: Write, R: Read>(
     input: &mut W,
     output: &mut R,
     req: &Request,
+    mut on_output: Option<OutputSink<'_>>,
 ) -> Result<Response, ExchangeError> {
     if let Err(e) = write_frame(input, req) {
         return Err(ExchangeError::Gone(format!("write request: {e}")));
     }
-    match read_frame::<_, Response>(output) {
+    loop {
+        match read_frame::<_, Response>(output) {
+            Ok(Some(Response::Output { stream, data })) => match on_output.as_mut() {
+                Some(sink) => sink(stream, &data),
+                None => {
+                    return Err(ExchangeError::Failed(SandboxError::Protocol {
+                        what: "an output frame answered a request that did not stream".to_owned(),
+                    }));
+                }
+            },
+            other => return reply(other),
+        }
+    }
+}
+
+/// What one read reply frame means.
+fn reply(read: io::Result<Option<Response>>) -> Result<Response, ExchangeError> {
+    match read {
         Ok(Some(Response::Error { error })) => Err(ExchangeError::Failed(SandboxError::Helper {
             error,
             log: String::new(),
@@ -110,8 +143,33 @@ impl ScriptedHelper {
 #[cfg(test)]
 impl HelperChannel for ScriptedHelper {
     fn request(&mut self, req: &Request) -> Result<Response, SandboxError> {
+        self.scripted(req, None)
+    }
+
+    fn request_streaming(
+        &mut self,
+        req: &Request,
+        on_output: OutputSink<'_>,
+    ) -> Result<Response, SandboxError> {
+        self.scripted(req, Some(on_output))
+    }
+
+    fn pid(&self) -> u32 {
+        0
+    }
+
+    fn kill(&mut self) {}
+}
+
+#[cfg(test)]
+impl ScriptedHelper {
+    fn scripted(
+        &mut self,
+        req: &Request,
+        on_output: Option<OutputSink<'_>>,
+    ) -> Result<Response, SandboxError> {
         let mut sent = Vec::new();
-        let result = exchange(&mut sent, &mut self.replies, req);
+        let result = exchange(&mut sent, &mut self.replies, req, on_output);
         if let (Ok(Some(decoded)), Ok(mut requests)) = (
             read_frame::<_, Request>(&mut &sent[..]),
             self.requests.lock(),
@@ -127,12 +185,6 @@ impl HelperChannel for ScriptedHelper {
             ExchangeError::Failed(e) => e,
         })
     }
-
-    fn pid(&self) -> u32 {
-        0
-    }
-
-    fn kill(&mut self) {}
 }
 
 #[cfg(test)]
@@ -207,6 +259,75 @@ mod tests {
             matches!(sent.as_slice(), [Request::Exec(req)] if req.command == "echo hello; cd src; exit 3"),
             "{sent:?}"
         );
+    }
+
+    fn output(stream: OutputStream, data: &[u8]) -> Vec<u8> {
+        ScriptedHelper::frame(&Response::Output {
+            stream,
+            data: data.to_vec(),
+        })
+    }
+
+    #[test]
+    fn streamed_output_frames_reach_the_sink_before_the_exec_reply() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut reply = output(OutputStream::Stdout, b"hel");
+        reply.extend(output(OutputStream::Stderr, b"oops"));
+        reply.extend(output(OutputStream::Stdout, b"lo\n"));
+        reply.extend(ScriptedHelper::frame(&exec_result(b"hello\n", 0)));
+        let helper = ScriptedHelper::new(reply);
+        let requests = std::sync::Arc::clone(&helper.requests);
+        let mut sb = sandbox(dir.path(), helper);
+        let mut seen = Vec::new();
+        let obs = sb
+            .exec_streaming("echo hello", &ExecOptions::default(), &mut |s, d| {
+                seen.push((s, d.to_vec()));
+            })
+            .unwrap();
+        assert_eq!(obs.stdout, b"hello\n");
+        assert_eq!(
+            seen,
+            vec![
+                (OutputStream::Stdout, b"hel".to_vec()),
+                (OutputStream::Stderr, b"oops".to_vec()),
+                (OutputStream::Stdout, b"lo\n".to_vec()),
+            ]
+        );
+        // The request asked for streaming.
+        let sent = requests.lock().unwrap();
+        assert!(matches!(&sent[0], Request::Exec(r) if r.stream), "{sent:?}");
+    }
+
+    #[test]
+    fn an_output_frame_to_a_plain_exec_is_a_protocol_error() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut reply = output(OutputStream::Stdout, b"x");
+        reply.extend(ScriptedHelper::frame(&exec_result(b"x", 0)));
+        let mut sb = sandbox(dir.path(), ScriptedHelper::new(reply));
+        let err = sb.exec("echo x", &ExecOptions::default()).unwrap_err();
+        assert!(matches!(err, SandboxError::Protocol { .. }), "{err}");
+        // Positive control: the same frames with streaming asked for succeed.
+        let mut reply = output(OutputStream::Stdout, b"x");
+        reply.extend(ScriptedHelper::frame(&exec_result(b"x", 0)));
+        let mut sb = sandbox(dir.path(), ScriptedHelper::new(reply));
+        sb.exec_streaming("echo x", &ExecOptions::default(), &mut |_, _| {})
+            .unwrap();
+    }
+
+    #[test]
+    fn a_helper_that_dies_after_streaming_output_is_helper_died() {
+        let dir = tempfile::tempdir().unwrap();
+        let reply = output(OutputStream::Stdout, b"partial");
+        let mut sb = sandbox(dir.path(), ScriptedHelper::new(reply));
+        let mut seen = 0;
+        let err = sb
+            .exec_streaming("echo partial", &ExecOptions::default(), &mut |_, _| {
+                seen += 1;
+            })
+            .unwrap_err();
+        assert_eq!(seen, 1);
+        assert!(matches!(err, SandboxError::HelperDied { .. }), "{err}");
+        assert!(!sb.has_pending());
     }
 
     #[test]

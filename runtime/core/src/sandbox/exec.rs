@@ -133,6 +133,32 @@ impl Sandbox {
     /// Only runtime faults are errors (the helper died, the store failed); a
     /// failing, crashing or timed-out command is an ordinary [`Observation`].
     pub fn exec(&mut self, command: &str, opts: &ExecOptions) -> Result<Observation> {
+        self.exec_inner(command, opts, None)
+    }
+
+    /// [`exec`](Self::exec), with the action's stdout and stderr handed to
+    /// `on_output` chunk by chunk as the helper reads them (only the bytes
+    /// kept under the output cap, so the chunks of each stream, joined, are
+    /// exactly the observation's). The observation, its record and its
+    /// digest are the same as `exec`'s.
+    ///
+    /// # Errors
+    /// As [`exec`](Self::exec).
+    pub fn exec_streaming(
+        &mut self,
+        command: &str,
+        opts: &ExecOptions,
+        on_output: &mut dyn FnMut(crate::state::OutputStream, &[u8]),
+    ) -> Result<Observation> {
+        self.exec_inner(command, opts, Some(on_output))
+    }
+
+    fn exec_inner(
+        &mut self,
+        command: &str,
+        opts: &ExecOptions,
+        on_output: Option<&mut dyn FnMut(crate::state::OutputStream, &[u8])>,
+    ) -> Result<Observation> {
         let mut action_env = env::action_env(&self.session);
         action_env.extend(opts.env.iter().cloned());
         let peer = opts.peer.as_ref().map(|p| {
@@ -159,12 +185,14 @@ impl Sandbox {
                 })
                 .collect(),
             peer,
+            stream: on_output.is_some(),
         };
-        let result = match self
-            .helper
-            .request(&Request::Exec(Box::new(req)))
-            .map_err(|e| self.helper.with_log(e))?
-        {
+        let req = Request::Exec(Box::new(req));
+        let reply = match on_output {
+            Some(sink) => self.helper.request_streaming(&req, sink),
+            None => self.helper.request(&req),
+        };
+        let result = match reply.map_err(|e| self.helper.with_log(e))? {
             Response::Exec(r) => r,
             other => return Err(self.helper.unexpected(other)),
         };

@@ -11,7 +11,7 @@ use std::sync::mpsc;
 use std::sync::{Mutex, OnceLock};
 
 use super::SandboxError;
-use super::channel::{ExchangeError, HelperChannel, exchange};
+use super::channel::{ExchangeError, HelperChannel, OutputSink, exchange};
 use super::helper::HelperError;
 use super::helper::sys::{IdMap, Linux, Syscalls};
 use super::protocol::{Request, Response};
@@ -194,7 +194,15 @@ impl HelperProcess {
 
     /// Send one request and wait for its response. A dead helper is a runtime fault.
     pub fn request(&mut self, req: &Request) -> Result<Response, SandboxError> {
-        exchange(&mut self.input, &mut self.output, req).map_err(|e| match e {
+        self.exchange(req, None)
+    }
+
+    fn exchange(
+        &mut self,
+        req: &Request,
+        on_output: Option<OutputSink<'_>>,
+    ) -> Result<Response, SandboxError> {
+        exchange(&mut self.input, &mut self.output, req, on_output).map_err(|e| match e {
             ExchangeError::Gone(what) => self.died(&what),
             ExchangeError::Failed(e) => e,
         })
@@ -260,6 +268,14 @@ impl HelperProcess {
 impl HelperChannel for HelperProcess {
     fn request(&mut self, req: &Request) -> Result<Response, SandboxError> {
         HelperProcess::request(self, req)
+    }
+
+    fn request_streaming(
+        &mut self,
+        req: &Request,
+        on_output: OutputSink<'_>,
+    ) -> Result<Response, SandboxError> {
+        self.exchange(req, Some(on_output))
     }
 
     fn with_log(&self, e: SandboxError) -> SandboxError {

@@ -2,7 +2,10 @@
 //!
 //! Framing on the helper's stdin/stdout: a 4-byte little-endian length, then
 //! that many bytes of JSON. The runtime sends one [`Request`] and waits for one
-//! [`Response`]; the helper never speaks unasked. When the helper's stdin
+//! [`Response`]; the helper never speaks unasked. The one exception to "one
+//! reply per request" is an [`ExecRequest`] with `stream` set: the helper
+//! then answers any number of [`Response::Output`] frames (the action's
+//! output as it is read) before the final [`Response::Exec`]. When the helper's stdin
 //! reaches end of file (the runtime died or dropped the sandbox), the helper
 //! kills whatever action is running and exits, taking its namespaces and
 //! mounts with it.
@@ -12,6 +15,7 @@ use std::path::PathBuf;
 
 use serde::{Deserialize, Serialize};
 
+use crate::state::OutputStream;
 use crate::store::object::{ExitStatus, SessionState};
 
 /// Largest frame either side accepts (64 MiB: two capped output streams fit easily).
@@ -214,6 +218,11 @@ pub struct ExecRequest {
     /// A second action started beside this one (see [`PeerRequest`]).
     #[serde(default)]
     pub peer: Option<PeerRequest>,
+    /// Send the main action's stdout and stderr as [`Response::Output`]
+    /// frames while it runs (only the bytes kept under the output cap),
+    /// before the final [`Response::Exec`].
+    #[serde(default)]
+    pub stream: bool,
 }
 
 /// The descriptor number at which a paired action and its peer find their
@@ -298,6 +307,14 @@ pub enum Response {
     Ok,
     /// An action finished.
     Exec(Box<ExecResult>),
+    /// A chunk of a running action's output (only for an [`ExecRequest`]
+    /// with `stream` set; any number precede its [`Response::Exec`]).
+    Output {
+        /// Which stream it came from.
+        stream: OutputStream,
+        /// The bytes, as read (and kept under the cap).
+        data: Vec<u8>,
+    },
     /// A file operation finished (successfully or not).
     File(FileResult),
     /// The request failed inside the helper.
@@ -363,11 +380,40 @@ mod tests {
             let back: Request = read_frame(&mut &buf[..]).unwrap().unwrap();
             assert_eq!(format!("{back:?}"), format!("{req:?}"));
         }
-        let resp = Response::File(FileResult::Entries { entries: vec![] });
-        let mut buf = Vec::new();
-        write_frame(&mut buf, &resp).unwrap();
-        let back: Response = read_frame(&mut &buf[..]).unwrap().unwrap();
-        assert_eq!(format!("{back:?}"), format!("{resp:?}"));
+        let responses = [
+            Response::File(FileResult::Entries { entries: vec![] }),
+            Response::Output {
+                stream: OutputStream::Stderr,
+                data: b"two\n".to_vec(),
+            },
+        ];
+        for resp in responses {
+            let mut buf = Vec::new();
+            write_frame(&mut buf, &resp).unwrap();
+            let back: Response = read_frame(&mut &buf[..]).unwrap().unwrap();
+            assert_eq!(format!("{back:?}"), format!("{resp:?}"));
+        }
+    }
+
+    #[test]
+    fn an_exec_request_without_stream_does_not_stream() {
+        let req = ExecRequest {
+            command: "true".into(),
+            session: SessionState::default(),
+            env: Vec::new(),
+            timeout_ms: 1,
+            limits: SandboxLimits::default(),
+            fixed_env: Vec::new(),
+            mounts: Vec::new(),
+            peer: None,
+            stream: true,
+        };
+        let mut json = serde_json::to_value(&req).unwrap();
+        assert_eq!(json["stream"], serde_json::Value::Bool(true));
+        // A request from before the field existed decodes with it off.
+        json.as_object_mut().unwrap().remove("stream");
+        let old: ExecRequest = serde_json::from_value(json).unwrap();
+        assert!(!old.stream);
     }
 
     #[test]

@@ -62,8 +62,8 @@ mod vocabulary;
 
 pub use import::SessionImport;
 pub use vocabulary::{
-    AnyManifest, Backend, MemoryDiff, Outcome, Record, SessionInfo, StateDiff, StepResult,
-    shell_quote,
+    AnyManifest, Backend, MemoryDiff, Outcome, OutputStream, Record, SessionInfo, StateDiff,
+    StepResult, shell_quote,
 };
 
 /// A stored state of either backend.
@@ -444,9 +444,26 @@ impl AnySandbox {
     /// Runtime faults (a failing step is not an error: see its outcome);
     /// native-only options on a session.
     pub fn run(&mut self, command: &str, options: &ExecOptions) -> Result<StepResult> {
+        self.run_streaming(command, options, &mut |_, _| {})
+    }
+
+    /// [`run`](Self::run), with the step's stdout and stderr handed to
+    /// `on_output` as they are produced: chunk by chunk while a native
+    /// action runs; on wasm (a session step is one call into the guest) one
+    /// chunk per non-empty stream once the step is over. The chunks of each
+    /// stream, joined, are exactly the result's.
+    ///
+    /// # Errors
+    /// As [`run`](Self::run).
+    pub fn run_streaming(
+        &mut self,
+        command: &str,
+        options: &ExecOptions,
+        on_output: &mut dyn FnMut(OutputStream, &[u8]),
+    ) -> Result<StepResult> {
         match self {
             Self::Native(s) => {
-                let o = s.exec(command, options)?;
+                let o = s.exec_streaming(command, options, on_output)?;
                 Ok(StepResult {
                     stdout: o.stdout,
                     stderr: o.stderr,
@@ -466,6 +483,12 @@ impl AnySandbox {
                 }
                 s.set_step_timeout(Duration::from_millis(options.timeout_ms));
                 let r = s.step(command)?;
+                if !r.stdout.is_empty() {
+                    on_output(OutputStream::Stdout, &r.stdout);
+                }
+                if !r.stderr.is_empty() {
+                    on_output(OutputStream::Stderr, &r.stderr);
+                }
                 Ok(StepResult {
                     stdout: r.stdout,
                     stderr: r.stderr,

@@ -119,7 +119,32 @@ fn serve() -> Result<()> {
             }
             Request::Unshare => helper.unshare().map(|()| Response::Unshared),
             Request::Setup(setup) => helper.setup(*setup).map(|()| Response::Ok),
-            Request::Exec(req) => helper.exec(&req).map(|r| Response::Exec(Box::new(r))),
+            Request::Exec(req) => {
+                // With `stream` set, each chunk of output goes out as its
+                // own frame while the action runs. A failed write means the
+                // runtime is gone: the action is left to finish (the
+                // runtime's death kills this helper and so the action), and
+                // the failure ends the helper once it is over.
+                let mut failed: Option<std::io::Error> = None;
+                let mut stream = |stream, data: &[u8]| {
+                    if failed.is_none() {
+                        let frame = Response::Output {
+                            stream,
+                            data: data.to_vec(),
+                        };
+                        failed = super::protocol::write_frame(&mut output, &frame).err();
+                    }
+                };
+                let result = if req.stream {
+                    helper.exec(&req, &mut stream)
+                } else {
+                    helper.exec(&req, &mut |_, _| {})
+                };
+                if let Some(e) = failed {
+                    return Err(protocol_err(&e));
+                }
+                result.map(|r| Response::Exec(Box::new(r)))
+            }
             Request::UnmountWorkspace => helper.unmount_workspace().map(|()| Response::Ok),
             Request::MountWorkspace(ws) => helper.mount_workspace(&ws).map(|()| Response::Ok),
             Request::File(op) => helper.file_op(&op).map(Response::File),
@@ -220,7 +245,14 @@ impl<S: Syscalls> Helper<S> {
     /// and only then are the read-only mounts bound, so they exist in the
     /// main action's mount namespace alone. The helper's own copies of those
     /// mounts are taken down as soon as the trees are cloned.
-    fn exec(&mut self, req: &ExecRequest) -> Result<ExecResult> {
+    ///
+    /// `on_output` gets the main action's output as it is read (see
+    /// [`supervise::supervise`]).
+    fn exec(
+        &mut self,
+        req: &ExecRequest,
+        on_output: &mut dyn FnMut(crate::state::OutputStream, &[u8]),
+    ) -> Result<ExecResult> {
         let root = self.cfg()?.root_dir.clone();
         let policed = self.policed.clone().ok_or(HelperError::NoWorkspace)?;
         let shared_tmp = req.peer.is_some();
@@ -308,7 +340,7 @@ impl<S: Syscalls> Helper<S> {
             }
         }
         let (main, peer) = spawned?;
-        let result = supervise::supervise(main, peer, req, &policed);
+        let result = supervise::supervise(main, peer, req, &policed, on_output);
         teardown?;
         result
     }

@@ -14,6 +14,7 @@ use nix::unistd::Pid;
 use super::error::{HelperError, Op, Result};
 use super::session::{WRAPPER, parse_session, parse_status};
 use crate::sandbox::protocol::{ExecRequest, ExecResult, PeerResult};
+use crate::state::OutputStream;
 use crate::store::object::ExitStatus;
 
 /// One started process tree: its init (G), the pidfd that says when G
@@ -120,7 +121,9 @@ impl Stream {
         }
     }
 
-    fn read_available(&mut self) -> Result<()> {
+    /// Read what the pipe holds, keeping what fits under the cap; `emit`
+    /// gets each kept chunk as it is read.
+    fn read_available(&mut self, emit: &mut dyn FnMut(&[u8])) -> Result<()> {
         let mut buf = [0u8; 65536];
         loop {
             match nix::unistd::read(&self.fd, &mut buf) {
@@ -132,6 +135,9 @@ impl Stream {
                     let room = usize::try_from(self.cap.saturating_sub(self.data.len() as u64))
                         .unwrap_or(usize::MAX);
                     let keep = n.min(room);
+                    if keep > 0 {
+                        emit(&buf[..keep]);
+                    }
                     self.data.extend_from_slice(&buf[..keep]);
                     self.dropped += (n - keep) as u64;
                 }
@@ -158,11 +164,14 @@ impl Stream {
 
 /// Wait up to `wait` for output on the open streams of the main process
 /// tree and its peer, or for either's init to exit (its pidfd becomes
-/// readable), and read what is there.
+/// readable), and read what is there; `on_output` gets what is read of the
+/// main tree's stdout and stderr (never the peer's, the session state or
+/// the report).
 fn poll_streams(
     main: &mut RunningAction,
     peer: Option<&mut RunningAction>,
     wait: Duration,
+    on_output: &mut dyn FnMut(OutputStream, &[u8]),
 ) -> Result<()> {
     use nix::poll::{PollFd, PollFlags, PollTimeout, poll};
     let mut trees: Vec<&mut RunningAction> = std::iter::once(main).chain(peer).collect();
@@ -196,7 +205,16 @@ fn poll_streams(
     };
     for (k, &(t, stream)) in slots.iter().enumerate() {
         if let (true, Some(i)) = (ready[k], stream) {
-            trees[t].streams[i].read_available()?;
+            // Tree 0 is the main action; its streams 0 and 1 are stdout and stderr.
+            let kind = match (t, i) {
+                (0, 0) => Some(OutputStream::Stdout),
+                (0, 1) => Some(OutputStream::Stderr),
+                _ => None,
+            };
+            match kind {
+                Some(kind) => trees[t].streams[i].read_available(&mut |d| on_output(kind, d))?,
+                None => trees[t].streams[i].read_available(&mut |_| {})?,
+            }
         }
     }
     Ok(())
@@ -204,12 +222,15 @@ fn poll_streams(
 
 /// Wait for the main process tree (and its peer) to end, enforcing the
 /// wall-clock limit and the upper layer's size limit on both; the peer is
-/// stopped when the main action is over.
+/// stopped when the main action is over. `on_output` gets each chunk of the
+/// main action's stdout and stderr as it is read (only what is kept under
+/// the cap), in the order read.
 pub(super) fn supervise(
     mut main: RunningAction,
     mut peer: Option<RunningAction>,
     req: &ExecRequest,
     policed: &Path,
+    on_output: &mut dyn FnMut(OutputStream, &[u8]),
 ) -> Result<ExecResult> {
     let start = Instant::now();
     let deadline = start + Duration::from_millis(req.timeout_ms);
@@ -233,7 +254,7 @@ pub(super) fn supervise(
         } else {
             Duration::from_millis(50)
         };
-        poll_streams(&mut main, peer.as_mut(), wait)?;
+        poll_streams(&mut main, peer.as_mut(), wait, on_output)?;
         main.reap()?;
         if let Some(p) = peer.as_mut() {
             p.reap()?;
@@ -331,4 +352,26 @@ fn describe_process(pid: i32) -> Option<String> {
     }
     let comm = fs::read_to_string(format!("/proc/{pid}/comm")).ok()?;
     Some(format!("[{}]", comm.trim_end()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_stream_emits_exactly_the_bytes_it_keeps() {
+        let (read, write) = nix::unistd::pipe().unwrap();
+        let mut stream = Stream::new(read, 5);
+        nix::unistd::write(&write, b"hel").unwrap();
+        let mut chunks: Vec<Vec<u8>> = Vec::new();
+        stream.read_available(&mut |d| chunks.push(d.to_vec())).unwrap();
+        nix::unistd::write(&write, b"lo world").unwrap();
+        drop(write);
+        stream.read_available(&mut |d| chunks.push(d.to_vec())).unwrap();
+        assert!(stream.eof);
+        // Two chunks, as read, and nothing past the cap.
+        assert_eq!(chunks, vec![b"hel".to_vec(), b"lo".to_vec()]);
+        let kept = stream.finish();
+        assert!(kept.starts_with(b"hello\n[arbor: output truncated, 6 bytes dropped]"));
+    }
 }
