@@ -178,6 +178,13 @@ pub enum Command {
     /// node's snapshot), and prints per task: nodes, leaves, success rate,
     /// budget used, forks, and the share of time spent forking and snapshotting.
     Rollout(Box<RolloutArgs>),
+    /// Serve the HTTP API (server/API.md) on a Unix socket and/or TCP: the
+    /// door for Python and RL frameworks (`pip install ./clients/python`).
+    ///
+    /// Prints `arbor serve: listening on ...` to stderr when ready; SIGTERM
+    /// stops it (in-flight requests get --grace seconds, then every sandbox
+    /// is closed); SIGHUP re-reads --tokens.
+    Serve(Box<ServeArgs>),
     /// Credit of rollout trees: Q̂, V̂, advantages per edge; export them for a
     /// trainer, same-state preference pairs for DPO, and a plot.
     ///
@@ -597,4 +604,40 @@ mod tests {
         assert!(Cli::try_parse_from(["arbor", "tag", "--delete", "t"]).is_ok());
         assert!(Cli::try_parse_from(["arbor", "tag", "snap", "--delete", "t"]).is_err());
     }
+}
+
+/// `arbor serve`.
+#[derive(Debug, clap::Args)]
+pub struct ServeArgs {
+    /// Listen on this Unix socket (the default for local use).
+    #[arg(long, value_name = "PATH")]
+    pub unix: Option<PathBuf>,
+    /// Listen on this TCP address, e.g. 127.0.0.1:7800 (port 0: any free port).
+    #[arg(long, value_name = "ADDR")]
+    pub listen: Option<std::net::SocketAddr>,
+    /// Tenants' bearer tokens, one `name token` per line (re-read on
+    /// SIGHUP); without it there is one tenant that needs no token.
+    #[arg(long, value_name = "FILE")]
+    pub tokens: Option<PathBuf>,
+    /// The task suite [default: the bundled one].
+    #[arg(long, value_name = "DIR")]
+    pub tasks: Option<PathBuf>,
+    /// Live sandboxes per tenant (a hard cap; past it: 429 with Retry-After).
+    #[arg(long, value_name = "N", default_value_t = 256)]
+    pub max_sandboxes: usize,
+    /// Sandbox creations per second per tenant [default: unlimited].
+    #[arg(long, value_name = "R")]
+    pub creates_per_second: Option<f64>,
+    /// Default sandbox TTL in seconds (a sandbox past it is closed).
+    #[arg(long, value_name = "S", default_value_t = 3600.0)]
+    pub ttl: f64,
+    /// Longest TTL a client may ask for, in seconds.
+    #[arg(long, value_name = "S", default_value_t = 86400.0)]
+    pub max_ttl: f64,
+    /// Largest request body in bytes.
+    #[arg(long, value_name = "BYTES", default_value_t = 64 << 20)]
+    pub max_body: usize,
+    /// Seconds in-flight requests get to finish on SIGTERM.
+    #[arg(long, value_name = "S", default_value_t = 10.0)]
+    pub grace: f64,
 }

@@ -10,7 +10,7 @@
 
 use std::collections::BTreeMap;
 
-use anyhow::Result;
+use anyhow::{Context, Result};
 use arbor_runtime::Runtime;
 use arbor_runtime::store::{SnapshotId, Store};
 
@@ -94,6 +94,7 @@ pub fn run(ctx: &Ctx, command: Command) -> Result<i32> {
         Command::Fsck => store::fsck(ctx),
         Command::Task { tasks, command } => crate::task::run(ctx, tasks.as_deref(), command),
         Command::Rollout(args) => crate::rollout::rollout(ctx, &args),
+        Command::Serve(args) => serve(ctx, &args),
         // `arbor` hands these to `arbor-train` before it opens the store.
         Command::Train(_) => crate::entry::exec_trainer(),
         Command::Credit(args) => credit(ctx, *args),
@@ -164,4 +165,40 @@ pub fn tags_by_snapshot(store: &Store) -> Result<BTreeMap<SnapshotId, Vec<String
         out.entry(id).or_default().push(name);
     }
     Ok(out)
+}
+
+fn seconds(flag: &str, s: f64) -> Result<std::time::Duration> {
+    if s.is_finite() && s > 0.0 {
+        Ok(std::time::Duration::from_secs_f64(s))
+    } else {
+        Err(anyhow::anyhow!(crate::error::UsageError(format!(
+            "{flag} {s} must be a positive number of seconds"
+        ))))
+    }
+}
+
+fn serve(ctx: &Ctx, args: &crate::args::ServeArgs) -> Result<i32> {
+    let cfg = arbor_server::ServeConfig {
+        unix: args.unix.clone(),
+        listen: args.listen,
+        tokens: args.tokens.clone(),
+        tasks: args.tasks.clone(),
+        max_sandboxes: args.max_sandboxes,
+        creates_per_second: args.creates_per_second,
+        ttl: seconds("--ttl", args.ttl)?,
+        max_ttl: seconds("--max-ttl", args.max_ttl)?,
+        max_body: args.max_body,
+        grace: seconds("--grace", args.grace)?,
+    };
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .max_blocking_threads(512)
+        .build()
+        .context("start the tokio runtime")?;
+    rt.block_on(arbor_server::serve(ctx.runtime.clone(), cfg))
+        .map_err(|e| match e {
+            arbor_server::ServeError::Config(m) => anyhow::anyhow!(crate::error::UsageError(m)),
+            other => anyhow::Error::from(other),
+        })?;
+    Ok(0)
 }
