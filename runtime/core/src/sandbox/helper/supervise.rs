@@ -364,10 +364,14 @@ mod tests {
         let mut stream = Stream::new(read, 5);
         nix::unistd::write(&write, b"hel").unwrap();
         let mut chunks: Vec<Vec<u8>> = Vec::new();
-        stream.read_available(&mut |d| chunks.push(d.to_vec())).unwrap();
+        stream
+            .read_available(&mut |d| chunks.push(d.to_vec()))
+            .unwrap();
         nix::unistd::write(&write, b"lo world").unwrap();
         drop(write);
-        stream.read_available(&mut |d| chunks.push(d.to_vec())).unwrap();
+        stream
+            .read_available(&mut |d| chunks.push(d.to_vec()))
+            .unwrap();
         assert!(stream.eof);
         // Two chunks, as read, and nothing past the cap.
         assert_eq!(chunks, vec![b"hel".to_vec(), b"lo".to_vec()]);
