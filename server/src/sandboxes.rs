@@ -412,7 +412,7 @@ fn task_step(
         });
     }
     let t = ep.env.step(sandbox, ep.steps.len(), action)?;
-    let exit = t.record.exit.clone();
+    let exit = t.record.exit;
     let duration_s = Duration::from_micros(t.record.duration_us).as_secs_f64();
     ep.steps.push(t.record);
     if ep.steps.len() >= ep.env.limits().max_steps {

@@ -168,8 +168,19 @@ impl Drop for Reservation {
     }
 }
 
-/// Why a sandbox id no longer answers.
+/// How many closed sandbox ids keep their reason (oldest forgotten first).
 const GONE_KEPT: usize = 100_000;
+
+/// Closed sandboxes: id → (tenant, why), and the ids in closing order.
+#[derive(Debug, Default)]
+struct Gone {
+    why: HashMap<String, (String, String)>,
+    order: VecDeque<String>,
+}
+
+/// A task's environment, prepared once (its own lock, so preparing one
+/// task does not hold up another).
+type EnvSlot = Arc<Mutex<Option<Arc<dyn Environment>>>>;
 
 /// The server's state.
 pub struct AppState {
@@ -183,11 +194,11 @@ pub struct AppState {
     pub views: Views,
     /// Live sandboxes by id.
     pub sandboxes: Mutex<HashMap<String, Arc<Live>>>,
-    gone: Mutex<(HashMap<String, (String, String)>, VecDeque<String>)>,
+    gone: Mutex<Gone>,
     quotas: Mutex<HashMap<String, Quota>>,
     /// The task suite.
     pub suite: Suite,
-    envs: Mutex<HashMap<String, Arc<Mutex<Option<Arc<dyn Environment>>>>>>,
+    envs: Mutex<HashMap<String, EnvSlot>>,
     /// Metrics.
     pub metrics: Metrics,
     /// Set when shutdown begins: new requests get 503.
@@ -370,7 +381,7 @@ impl AppState {
             return Ok(Arc::clone(l));
         }
         if let Ok(g) = self.gone.lock()
-            && let Some((tenant, why)) = g.0.get(id)
+            && let Some((tenant, why)) = g.why.get(id)
             && *tenant == view.name
         {
             return Err(ApiError::not_found(format!("sandbox {id} {why}")));
@@ -382,12 +393,12 @@ impl AppState {
     pub fn remove(&self, id: &str, why: &str) -> Option<Arc<Live>> {
         let live = self.sandboxes.lock().ok()?.remove(id)?;
         if let Ok(mut g) = self.gone.lock() {
-            let (map, order) = &mut *g;
-            map.insert(id.to_owned(), (live.tenant.clone(), why.to_owned()));
-            order.push_back(id.to_owned());
-            while order.len() > GONE_KEPT {
-                if let Some(old) = order.pop_front() {
-                    map.remove(&old);
+            g.why
+                .insert(id.to_owned(), (live.tenant.clone(), why.to_owned()));
+            g.order.push_back(id.to_owned());
+            while g.order.len() > GONE_KEPT {
+                if let Some(old) = g.order.pop_front() {
+                    g.why.remove(&old);
                 }
             }
         }

@@ -157,7 +157,7 @@ impl Sandbox {
         &mut self,
         command: &str,
         opts: &ExecOptions,
-        on_output: Option<&mut dyn FnMut(crate::state::OutputStream, &[u8])>,
+        on_output: Option<super::channel::OutputSink<'_>>,
     ) -> Result<Observation> {
         let mut action_env = env::action_env(&self.session);
         action_env.extend(opts.env.iter().cloned());
