@@ -1032,7 +1032,7 @@ mod tests {
         )
         .unwrap();
         assert_eq!(ms, 1500);
-        assert!(t.starts_with("printf '%s' 'aGk=' | base64 -d | ( export K='v w'; cd -- '/workspace/src' || exit 1; {\npwd\n} )"), "{t}");
+        assert!(t.starts_with("printf '%s' 'aGk=' | base64 -d | ( export K='v w'; cd -- /workspace/src || exit 1; {\npwd\n} )"), "{t}");
         for (bad, code) in [
             (serde_json::json!({}), "bad_request"),
             (
