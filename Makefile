@@ -1,7 +1,7 @@
 # Arbor. The two commands for a fresh machine:
 #   make demo   import a sample workspace, fork it, run commands in the forks, show the diffs
 #   make test   fmt, clippy, the tests (overlay and copy backends), every bundled task validated,
-#               and the tests again unprivileged
+#               the Python package's tests against a real server, and the tests again unprivileged
 SHELL := /bin/bash
 CARGO ?= cargo
 export CARGO
@@ -32,6 +32,8 @@ demo: prerequisites
 	$(CARGO) build --release -p arbor -p arbor-train -p arbor-runtime --bins
 	$(call heading,demo)
 	@cli/demo/demo.sh
+	$(call heading,demo: the Python quickstart (clients/python/examples/quickstart.py against Client.local()))
+	ARBOR_BIN=$(abspath $(TARGET_DIR))/release/arbor .venv/bin/python clients/python/examples/quickstart.py
 
 # The WebAssembly backend (runtime/core/src/wasm) is compiled, linted and
 # tested with the rest; .ci/build-guests builds its Python guest first.
@@ -43,17 +45,19 @@ WASM_BENCH := --features arbor-runtime/wasm
 test: prerequisites
 	$(call heading,the WebAssembly guests (.ci/build-guests))
 	@.ci/build-guests
-	$(call heading,[1/6] cargo fmt --all --check)
+	$(call heading,[1/7] cargo fmt --all --check)
 	$(CARGO) fmt --all --check
-	$(call heading,[2/6] cargo clippy --workspace --all-targets $(WASM) -- -D warnings)
+	$(call heading,[2/7] cargo clippy --workspace --all-targets $(WASM) -- -D warnings)
 	$(CARGO) clippy --workspace --all-targets $(WASM) -- -D warnings
-	$(call heading,[3/6] cargo test --workspace $(WASM) (overlay backend, as $(shell id -un)))
+	$(call heading,[3/7] cargo test --workspace $(WASM) (overlay backend, as $(shell id -un)))
 	$(CARGO) test --workspace $(WASM)
-	$(call heading,[4/6] cargo test --workspace $(WASM) (copy backend))
+	$(call heading,[4/7] cargo test --workspace $(WASM) (copy backend))
 	ARBOR_BACKEND=copy $(CARGO) test --workspace $(WASM)
-	$(call heading,[5/6] arbor task validate envs/tasks (every bundled task: gold 1; no-op, mutants, single candidates, canaries 0))
+	$(call heading,[5/7] arbor task validate envs/tasks (every bundled task: gold 1; no-op, mutants, single candidates, canaries 0))
 	@$(CARGO) test -q --workspace --no-run $(WASM)
 	@home=$$(mktemp -d) && trap 'rm -rf "$$home"' EXIT && $(TARGET_DIR)/debug/arbor --home "$$home" task validate envs/tasks
+	$(call heading,[6/7] pytest clients/python (the Python package against a real arbor serve: API, two tenants, bad input, adapters, gym, load test quick, schemathesis))
+	ARBOR_BIN=$(abspath $(TARGET_DIR))/debug/arbor ARBOR_REQUIRE_SERVER=1 .venv/bin/python -m pytest -q clients/python/tests
 	$(call heading,arbor links no libtorch (training is in arbor-train): .ci/check-no-torch with the venv hidden)
 	@.ci/check-no-torch
 	$(call heading,benches once in quick smoke mode (no timing assertions))
@@ -63,7 +67,7 @@ test: prerequisites
 # The same test binaries once more as an unprivileged user (when run as root).
 # TESTS="cli ..." limits it to some test binaries.
 test-unprivileged: prerequisites
-	$(call heading,[6/6] the test binaries as an unprivileged user)
+	$(call heading,[7/7] the test binaries as an unprivileged user)
 	@.ci/test-unprivileged
 
 # Criterion benches (benches/); the README's performance figures come from here.

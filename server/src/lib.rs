@@ -174,7 +174,6 @@ async fn around(State(st): State<Arc<AppState>>, mut req: Request, next: Next) -
 
 /// The routes over `state`.
 pub fn router(state: Arc<AppState>) -> Router {
-    let max_body = state.cfg.max_body;
     Router::new()
         .route("/v1/health", get(snapshots::health))
         .route("/v1/metrics", get(snapshots::metrics))
@@ -226,7 +225,7 @@ pub fn router(state: Arc<AppState>) -> Router {
         .fallback(not_found)
         .method_not_allowed_fallback(method_not_allowed)
         .route_layer(middleware::from_fn_with_state(Arc::clone(&state), around))
-        .layer(DefaultBodyLimit::max(max_body))
+        .layer(DefaultBodyLimit::disable())
         .with_state(state)
 }
 

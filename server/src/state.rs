@@ -313,13 +313,10 @@ impl AppState {
         let q = quotas.entry(tenant.to_owned()).or_default();
         let max = self.cfg.max_sandboxes;
         if live.len() + q.reserved + n > max {
-            // The earliest expiry frees a slot at the latest then.
+            // A slot frees when the tenant closes a sandbox (any moment) or
+            // at the earliest expiry: come back within a second.
             let soonest = live.iter().copied().fold(f64::INFINITY, f64::min);
-            let after = if soonest.is_finite() {
-                (soonest - now()).clamp(1.0, 60.0)
-            } else {
-                1.0
-            };
+            let after = (soonest - now()).clamp(0.1, 1.0);
             return Err(ApiError::limit(
                 format!(
                     "tenant {tenant} may hold at most {max} live sandboxes ({} open, {} being made, {n} asked for); close some or wait",
@@ -495,6 +492,11 @@ impl AppState {
         let n = closed.len();
         Metrics::add(&self.metrics.expired, n as u64);
         if n > 0 {
+            let ids: Vec<&str> = closed.iter().map(|l| l.id.as_str()).collect();
+            eprintln!(
+                "arbor serve: closed {n} sandboxes past their TTL: {}",
+                ids.join(" ")
+            );
             let _ = tokio::task::spawn_blocking(move || closed.iter().for_each(|l| l.close()))
                 .await
                 .map_err(join_error);

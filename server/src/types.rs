@@ -74,6 +74,7 @@ pub struct ExecRequest {
     /// Or an argv, quoted word by word.
     pub argv: Option<Vec<String>>,
     /// Wall-clock limit in seconds (default 60).
+    #[schema(exclusive_minimum = 0.0, maximum = 86400.0)]
     pub timeout_s: Option<f64>,
     /// Working directory, relative to /workspace or absolute inside it; the
     /// command then runs in a subshell there.
@@ -129,6 +130,7 @@ pub struct CreateSandbox {
 #[serde(deny_unknown_fields)]
 pub struct ForkRequest {
     /// How many sandboxes (1-256).
+    #[schema(minimum = 1, maximum = 256)]
     pub n: usize,
     /// Their TTL in seconds.
     pub ttl_s: Option<f64>,
@@ -358,6 +360,7 @@ pub struct RolloutRequest {
     /// The task.
     pub task: String,
     /// Actions plus verifier runs to spend (1-5000).
+    #[schema(minimum = 1, maximum = 5000)]
     pub budget: u64,
     /// `uniform:W:K`, `entropy:…` (as `arbor rollout --strategy`).
     #[serde(default = "default_strategy")]

@@ -398,9 +398,17 @@ fn streamed_output_arrives_while_the_action_runs_and_joins_to_the_observation() 
     let end = start.elapsed().as_secs_f64();
     // The first chunk came before the action ended (it sleeps half a second after it).
     assert_eq!(chunks[0].1, b"one\n");
-    assert!(chunks[0].2 + 0.3 < end, "first chunk at {} of {end}", chunks[0].2);
+    assert!(
+        chunks[0].2 + 0.3 < end,
+        "first chunk at {} of {end}",
+        chunks[0].2
+    );
     let join = |k: OutputStream| -> Vec<u8> {
-        chunks.iter().filter(|c| c.0 == k).flat_map(|c| c.1.clone()).collect()
+        chunks
+            .iter()
+            .filter(|c| c.0 == k)
+            .flat_map(|c| c.1.clone())
+            .collect()
     };
     assert_eq!(join(OutputStream::Stdout), obs.stdout);
     assert_eq!(join(OutputStream::Stderr), obs.stderr);
