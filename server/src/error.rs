@@ -187,7 +187,9 @@ impl From<arbor_rollout::env::EnvError> for ApiError {
 /// A file operation the sandbox refused: missing files are 404, the rest 400.
 pub fn file_error(message: String) -> ApiError {
     let lower = message.to_lowercase();
-    if lower.contains("no such file") || lower.contains("not found") {
+    if lower.contains("moves at most") {
+        ApiError::too_large(message)
+    } else if lower.contains("no such file") || lower.contains("not found") {
         ApiError::not_found(message)
     } else {
         ApiError::bad_request(message)

@@ -597,6 +597,7 @@ pub async fn verify(
     .map(axum::Json)
 }
 
+#[cfg(feature = "wasm")]
 fn wasm_file_error(e: impl std::fmt::Display) -> ApiError {
     file_error(e.to_string())
 }
@@ -652,6 +653,13 @@ pub async fn write(
         return Err(ApiError::bad_request(
             "path names the workspace root, not a file",
         ));
+    }
+    if body.len() > arbor_runtime::sandbox::protocol::MAX_FILE {
+        return Err(ApiError::too_large(format!(
+            "the file is {} bytes; one write moves at most {} (upload an archive of smaller files)",
+            body.len(),
+            arbor_runtime::sandbox::protocol::MAX_FILE
+        )));
     }
     let mode = q.mode.unwrap_or(0o644);
     if mode > 0o7777 {

@@ -418,3 +418,47 @@ fn streamed_output_arrives_while_the_action_runs_and_joins_to_the_observation() 
     let again = plain.exec(cmd, &opts()).unwrap();
     assert_eq!(again.digest, obs.digest);
 }
+
+#[test]
+fn large_files_move_up_to_the_file_api_limit_and_past_it_fail_cleanly() {
+    use arbor_runtime::sandbox::protocol::MAX_FILE;
+    let t = arbor_tests::runtime(helper());
+    let src = t.scratch("src");
+    arbor_tests::sample_workspace(&src);
+    let snap = t.runtime.import(&src, None).unwrap();
+    let mut sb = snap.open().unwrap();
+    // 24 MiB of random bytes: as JSON numbers this frame passed the 64 MiB
+    // limit and the read hung; as base64 it fits.
+    let obs = sb
+        .exec(
+            "head -c 25165824 /dev/urandom > big.bin && sha256sum big.bin",
+            &opts(),
+        )
+        .unwrap();
+    assert_eq!(
+        obs.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&obs.stderr)
+    );
+    let data = sb.read_file("big.bin").unwrap();
+    assert_eq!(data.len(), 25_165_824);
+    let written = vec![7u8; 24 << 20];
+    sb.write_file("copy.bin", &written, 0o644).unwrap();
+    assert_eq!(sb.read_file("copy.bin").unwrap(), written);
+    // Past the limit: a clear error on both sides, and the sandbox goes on.
+    sb.exec(
+        &format!("head -c {} /dev/zero > huge.bin", MAX_FILE + 1),
+        &opts(),
+    )
+    .unwrap();
+    let e = sb.read_file("huge.bin").unwrap_err().to_string();
+    assert!(e.contains("moves at most"), "{e}");
+    let e = sb
+        .write_file("huge2.bin", &vec![0u8; MAX_FILE + 1], 0o644)
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("moves at most"), "{e}");
+    let after = sb.exec("echo still here", &opts()).unwrap();
+    assert_eq!(after.stdout_text(), "still here\n");
+}

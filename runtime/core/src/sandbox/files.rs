@@ -41,6 +41,13 @@ impl Sandbox {
 
     /// Create or replace a file (parents created), recorded as an action.
     pub fn write_file(&mut self, path: &str, data: &[u8], mode: u32) -> Result<()> {
+        if data.len() > super::protocol::MAX_FILE {
+            return Err(SandboxError::File(format!(
+                "write {path}: {} bytes; the file API moves at most {} in one write",
+                data.len(),
+                super::protocol::MAX_FILE
+            )));
+        }
         self.file(FileOp::Write {
             path: path.to_owned(),
             data: data.to_vec(),

@@ -18,6 +18,28 @@ use serde::{Deserialize, Serialize};
 use crate::state::OutputStream;
 use crate::store::object::{ExitStatus, SessionState};
 
+/// The largest file the file API moves in one request (its base64 form,
+/// a third larger, fits a frame with room to spare).
+pub const MAX_FILE: usize = 32 << 20;
+
+/// Bytes travel as base64 strings: a JSON array of numbers costs 2-4
+/// characters a byte and is slow to parse; base64 costs 4/3 and is fast.
+mod bytes_b64 {
+    use base64::Engine;
+    use serde::{Deserialize, Deserializer, Serializer};
+
+    pub fn serialize<S: Serializer>(bytes: &[u8], s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_str(&base64::engine::general_purpose::STANDARD.encode(bytes))
+    }
+
+    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Vec<u8>, D::Error> {
+        let text = <std::borrow::Cow<'de, str>>::deserialize(d)?;
+        base64::engine::general_purpose::STANDARD
+            .decode(text.as_bytes())
+            .map_err(serde::de::Error::custom)
+    }
+}
+
 /// Largest frame either side accepts (64 MiB: two capped output streams fit easily).
 pub const MAX_FRAME: usize = 64 << 20;
 
@@ -147,6 +169,7 @@ pub enum FileOp {
         /// Relative path.
         path: String,
         /// Content.
+        #[serde(with = "bytes_b64")]
         data: Vec<u8>,
         /// Permission bits.
         mode: u32,
@@ -181,6 +204,7 @@ pub enum FileResult {
     /// File content.
     Data {
         /// The bytes.
+        #[serde(with = "bytes_b64")]
         data: Vec<u8>,
     },
     /// Directory entries, sorted by name.
@@ -250,8 +274,10 @@ pub struct PeerRequest {
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct PeerResult {
     /// Captured stdout (capped like an action's).
+    #[serde(with = "bytes_b64")]
     pub stdout: Vec<u8>,
     /// Captured stderr (capped like an action's).
+    #[serde(with = "bytes_b64")]
     pub stderr: Vec<u8>,
     /// How the peer ended.
     pub exit: ExitStatus,
@@ -279,8 +305,10 @@ pub struct MountSpec {
 #[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct ExecResult {
     /// Captured stdout (capped, with a truncation mark when capped).
+    #[serde(with = "bytes_b64")]
     pub stdout: Vec<u8>,
     /// Captured stderr (capped, with a truncation mark when capped).
+    #[serde(with = "bytes_b64")]
     pub stderr: Vec<u8>,
     /// How the action ended.
     pub exit: ExitStatus,
@@ -313,6 +341,7 @@ pub enum Response {
         /// Which stream it came from.
         stream: OutputStream,
         /// The bytes, as read (and kept under the cap).
+        #[serde(with = "bytes_b64")]
         data: Vec<u8>,
     },
     /// A file operation finished (successfully or not).

@@ -12,7 +12,7 @@ use std::path::{Path, PathBuf};
 use super::error::Result;
 use super::setup::become_sandbox_root;
 use super::sys::Syscalls;
-use crate::sandbox::protocol::{FileOp, FileResult, ListEntry};
+use crate::sandbox::protocol::{FileOp, FileResult, ListEntry, MAX_FILE};
 
 /// Run `op` as the sandbox's root in a child of the helper; a failure of
 /// the operation itself is a [`FileResult::Failed`], not an error.
@@ -45,9 +45,17 @@ fn in_workspace(op: &FileOp) -> std::result::Result<FileResult, String> {
     };
     match op {
         FileOp::Read { path } => {
-            let data = ws
-                .read(rel(path)?)
-                .map_err(failed(format!("read {path}")))?;
+            let p = rel(path)?;
+            let size = ws
+                .metadata(&p)
+                .map_err(failed(format!("read {path}")))?
+                .len();
+            if size > MAX_FILE as u64 {
+                return Err(format!(
+                    "read {path}: the file is {size} bytes; the file API moves at most {MAX_FILE} (use exec or the archive of a smaller directory)"
+                ));
+            }
+            let data = ws.read(p).map_err(failed(format!("read {path}")))?;
             Ok(FileResult::Data { data })
         }
         FileOp::Write { path, data, mode } => {

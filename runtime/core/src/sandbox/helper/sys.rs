@@ -335,6 +335,9 @@ impl Syscalls for Linux {
         drop(wr);
         let mut input = File::from(rd);
         let result = crate::sandbox::protocol::read_frame::<_, Result<T>>(&mut input);
+        // Close the pipe before waiting: a child still writing a frame the
+        // read refused then fails with EPIPE and exits instead of blocking.
+        drop(input);
         let _ = nix::sys::wait::waitpid(pid, None);
         match result {
             Ok(Some(r)) => r,
