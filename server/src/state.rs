@@ -81,6 +81,9 @@ pub struct Live {
     /// The helper process (native), killed to cancel a running action.
     pub helper_pid: Option<u32>,
     observation: Mutex<Option<String>>,
+    /// Set when it leaves the table (why it is gone): requests that were
+    /// already waiting for its lock then get the same 404 as later ones.
+    gone: Mutex<Option<String>>,
     inner: Mutex<Option<Inner>>,
 }
 
@@ -106,12 +109,24 @@ impl Live {
             .inner
             .lock()
             .map_err(|_| ApiError::internal(format!("sandbox {} lock poisoned", self.id)))?;
-        match guard.as_mut() {
+        if let Some(why) = self.gone.lock().ok().and_then(|g| g.clone()) {
+            return Err(ApiError::not_found(format!("sandbox {} {why}", self.id)));
+        }
+        let result = match guard.as_mut() {
             Some(inner) => f(inner),
             None => Err(ApiError::not_found(format!(
                 "sandbox {} was closed",
                 self.id
             ))),
+        };
+        // An action cut short because the sandbox was closed under it (TTL,
+        // shutdown) is reported as that, not as a runtime fault.
+        match (result, self.gone.lock().ok().and_then(|g| g.clone())) {
+            (Err(e), Some(why)) if e.code == "internal" => Err(ApiError::not_found(format!(
+                "sandbox {} {why} while the request ran",
+                self.id
+            ))),
+            (result, _) => result,
         }
     }
 
@@ -389,6 +404,9 @@ impl AppState {
     /// Take `id` out of the table, noting why; the caller closes it.
     pub fn remove(&self, id: &str, why: &str) -> Option<Arc<Live>> {
         let live = self.sandboxes.lock().ok()?.remove(id)?;
+        if let Ok(mut g) = live.gone.lock() {
+            *g = Some(why.to_owned());
+        }
         if let Ok(mut g) = self.gone.lock() {
             g.why
                 .insert(id.to_owned(), (live.tenant.clone(), why.to_owned()));
@@ -438,6 +456,7 @@ impl AppState {
             steps: AtomicU64::new(0),
             helper_pid,
             observation: Mutex::new(observation),
+            gone: Mutex::new(None),
             inner: Mutex::new(Some(Inner { sandbox, episode })),
         }))
     }

@@ -93,3 +93,28 @@ def test_explicit_ttl(server: Server, alice: arbor.Client, base: arbor.Snapshot)
     sb.close(missing_ok=True)
     with pytest.raises(arbor.NotFound):
         alice.get_sandbox(sb.id)
+
+
+def test_a_client_that_disconnects_mid_exec_does_not_leak_the_sandbox(
+    start_server: StartServer, project: Path
+) -> None:
+    from test_load import descendants
+
+    srv = start_server("--ttl", "3", "--max-ttl", "30")
+    with srv.client("alice") as c:
+        base = c.import_dir(project)
+        sb = c.sandbox(base)
+        # Positive control for the leak check: the sandbox's helper runs below the server.
+        assert descendants(srv.process.pid), "no helper below the server while a sandbox is live"
+        stream = sb.exec_stream("echo started; sleep 30")
+        first = next(iter(stream))
+        assert first.data.strip() == "started"
+        stream.close()  # the client goes away mid-exec
+        # The sandbox is not closed by the disconnect: it is the client's (or its TTL's) to close.
+        assert c.get_sandbox(sb.id).id == sb.id
+        e = _wait_expired(sb, within=8)
+        assert "expired" in e.message
+    deadline = time.monotonic() + 5
+    while descendants(srv.process.pid) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert descendants(srv.process.pid) == [], "processes outlived the expired sandbox"
