@@ -10,6 +10,7 @@ from __future__ import annotations
 import dataclasses
 import io
 import json
+import os
 import tarfile
 import uuid
 from collections.abc import Callable, Iterator
@@ -168,6 +169,44 @@ def test_authentication(server: Server) -> None:
         assert http.get("/v1/openapi.json").status_code == 200  # open
         assert http.get("/v1/metrics").status_code == 401
         assert http.get("/v1/sandboxes", headers={"Authorization": "Basic eDp5"}).status_code == 401
+
+
+def test_sighup_rereads_the_tokens_file(start_server: StartServer, project: Path) -> None:
+    import signal
+    import time
+
+    srv = start_server(tenants=("alice",))
+    tokens_file = srv.home.parent / "tokens"
+    old = srv.tokens["alice"]
+    with arbor.Client(srv.url, token=old) as c:
+        snap = c.import_dir(project)
+    new, carol = "n" * 32, "c" * 32
+    tokens_file.write_text(f"alice {new}\ncarol {carol}\n")
+    os.kill(srv.process.pid, signal.SIGHUP)
+
+    def accepted(token: str) -> bool:
+        with arbor.Client(srv.url, token=token) as c:
+            try:
+                c.snapshots()
+                return True
+            except arbor.Unauthorized:
+                return False
+
+    deadline = time.monotonic() + 5
+    while accepted(old) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert not accepted(old), "the old token still works after SIGHUP"
+    assert accepted(new) and accepted(carol)
+    # The same tenant under its new token still sees its snapshot; the new tenant does not.
+    with arbor.Client(srv.url, token=new) as c:
+        assert c.get_snapshot(snap.id).id == snap.id
+    with arbor.Client(srv.url, token=carol) as c, pytest.raises(arbor.NotFound):
+        c.get_snapshot(snap.id)
+    # A broken file is refused and the tokens in force stay.
+    tokens_file.write_text("alice\n")
+    os.kill(srv.process.pid, signal.SIGHUP)
+    time.sleep(0.5)
+    assert accepted(new) and accepted(carol)
 
 
 # Bad input.
