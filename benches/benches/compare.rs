@@ -14,37 +14,12 @@
 //! Quick mode (`cargo test --benches`, or `ARBOR_BENCH_QUICK=1`): the small
 //! workspace, N = 1 and 8, one sample each; no timing is asserted.
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 use anyhow::{Context, Result};
 use arbor_benches::compare::{self, Plan, report};
 
 const HELPER: &str = env!("CARGO_BIN_EXE_arbor-bench-helper");
-
-/// `$ARBOR_BENCH_OUT`, else `<target>/arbor-bench` (the bench binary lives
-/// in `<target>/<profile>/deps/`).
-fn output_dir() -> Result<PathBuf> {
-    if let Some(dir) = std::env::var_os("ARBOR_BENCH_OUT") {
-        return Ok(PathBuf::from(dir));
-    }
-    if let Some(dir) = std::env::var_os("CARGO_TARGET_DIR") {
-        let dir = PathBuf::from(dir);
-        let dir = if dir.is_absolute() {
-            dir
-        } else {
-            Path::new(env!("CARGO_MANIFEST_DIR")).join("..").join(dir)
-        };
-        return Ok(dir.join("arbor-bench"));
-    }
-    let exe = std::env::current_exe().context("locate the bench binary")?;
-    let target = exe
-        .ancestors()
-        .nth(3)
-        .filter(|t| t.join("CACHEDIR.TAG").exists() || t.ends_with("target"))
-        .map(Path::to_owned)
-        .unwrap_or_else(|| Path::new(env!("CARGO_MANIFEST_DIR")).join("../target"));
-    Ok(target.join("arbor-bench"))
-}
 
 fn main() -> Result<()> {
     let args: Vec<String> = std::env::args().skip(1).collect();
@@ -70,7 +45,7 @@ fn main() -> Result<()> {
             .join(", ")
     );
     let report_data = compare::run(&plan, Path::new(HELPER))?;
-    let out = output_dir()?;
+    let out = arbor_benches::output_dir()?;
     std::fs::create_dir_all(&out).with_context(|| format!("create {}", out.display()))?;
     let suffix = if plan.quick { "-quick" } else { "" };
     let files = [

@@ -1058,31 +1058,6 @@ fn chart_svg(res: &Results) -> String {
     svg
 }
 
-/// `$ARBOR_BENCH_OUT`, else `<target>/arbor-bench` (the bench binary lives
-/// in `<target>/<profile>/deps/`).
-fn output_dir() -> Result<PathBuf> {
-    if let Some(dir) = std::env::var_os("ARBOR_BENCH_OUT") {
-        return Ok(PathBuf::from(dir));
-    }
-    if let Some(dir) = std::env::var_os("CARGO_TARGET_DIR") {
-        let dir = PathBuf::from(dir);
-        let dir = if dir.is_absolute() {
-            dir
-        } else {
-            Path::new(env!("CARGO_MANIFEST_DIR")).join("..").join(dir)
-        };
-        return Ok(dir.join("arbor-bench"));
-    }
-    let exe = std::env::current_exe().context("locate the bench binary")?;
-    let target = exe
-        .ancestors()
-        .nth(3)
-        .filter(|t| t.join("CACHEDIR.TAG").exists() || t.ends_with("target"))
-        .map(Path::to_owned)
-        .unwrap_or_else(|| Path::new(env!("CARGO_MANIFEST_DIR")).join("../target"));
-    Ok(target.join("arbor-bench"))
-}
-
 // ---------------------------------------------------------------------------
 
 fn run(quick: bool) -> Result<Results> {
@@ -1213,7 +1188,7 @@ fn main() -> Result<()> {
     eprintln!("serve: {} mode", if quick { "quick" } else { "full" });
     let res = run(quick)?;
     println!("{}", table(&res));
-    let out = output_dir()?;
+    let out = arbor_benches::output_dir()?;
     std::fs::create_dir_all(&out).with_context(|| format!("create {}", out.display()))?;
     let suffix = if quick { "-quick" } else { "" };
     let mut md = to_markdown(&res);

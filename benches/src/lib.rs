@@ -369,6 +369,34 @@ pub fn small_change(n: u64) -> Vec<u8> {
     data
 }
 
+/// `$ARBOR_BENCH_OUT`, else `<target>/arbor-bench` (the bench binary lives
+/// in `<target>/<profile>/deps/`): where the benches write their reports.
+///
+/// # Errors
+/// When the bench binary cannot be located.
+pub fn output_dir() -> Result<PathBuf> {
+    if let Some(dir) = std::env::var_os("ARBOR_BENCH_OUT") {
+        return Ok(PathBuf::from(dir));
+    }
+    if let Some(dir) = std::env::var_os("CARGO_TARGET_DIR") {
+        let dir = PathBuf::from(dir);
+        let dir = if dir.is_absolute() {
+            dir
+        } else {
+            Path::new(env!("CARGO_MANIFEST_DIR")).join("..").join(dir)
+        };
+        return Ok(dir.join("arbor-bench"));
+    }
+    let exe = std::env::current_exe().context("locate the bench binary")?;
+    let target = exe
+        .ancestors()
+        .nth(3)
+        .filter(|t| t.join("CACHEDIR.TAG").exists() || t.ends_with("target"))
+        .map(Path::to_owned)
+        .unwrap_or_else(|| Path::new(env!("CARGO_MANIFEST_DIR")).join("../target"));
+    Ok(target.join("arbor-bench"))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -229,6 +229,24 @@ pub fn router(state: Arc<AppState>) -> Router {
         .with_state(state)
 }
 
+/// Serve `app` on `listener` until `stop` turns true, then finish the
+/// connections gracefully.
+async fn serve_until<L>(
+    listener: L,
+    app: Router,
+    mut stop: tokio::sync::watch::Receiver<bool>,
+) -> std::io::Result<()>
+where
+    L: axum::serve::Listener,
+    L::Addr: std::fmt::Debug,
+{
+    axum::serve(listener, app)
+        .with_graceful_shutdown(async move {
+            let _ = stop.wait_for(|s| *s).await;
+        })
+        .await
+}
+
 /// Why `serve` failed.
 #[derive(Debug, thiserror::Error)]
 pub enum ServeError {
@@ -293,14 +311,7 @@ pub async fn serve(runtime: Runtime, cfg: ServeConfig) -> Result<(), ServeError>
             source,
         })?;
         addrs.push(format!("unix:{}", path.display()));
-        let (app, mut rx) = (app.clone(), stop_rx.clone());
-        servers.spawn(async move {
-            axum::serve(l, app)
-                .with_graceful_shutdown(async move {
-                    let _ = rx.wait_for(|s| *s).await;
-                })
-                .await
-        });
+        servers.spawn(serve_until(l, app.clone(), stop_rx.clone()));
     }
     if let Some(addr) = cfg.listen {
         let l = tokio::net::TcpListener::bind(addr)
@@ -314,14 +325,7 @@ pub async fn serve(runtime: Runtime, cfg: ServeConfig) -> Result<(), ServeError>
             source,
         })?;
         addrs.push(format!("http://{local}"));
-        let (app, mut rx) = (app.clone(), stop_rx.clone());
-        servers.spawn(async move {
-            axum::serve(l, app)
-                .with_graceful_shutdown(async move {
-                    let _ = rx.wait_for(|s| *s).await;
-                })
-                .await
-        });
+        servers.spawn(serve_until(l, app.clone(), stop_rx.clone()));
     }
     eprintln!("arbor serve: listening on {}", addrs.join(", "));
     let reaper = {

@@ -53,6 +53,15 @@ pub fn info(l: &Live) -> SandboxInfo {
     }
 }
 
+fn check_fork_n(n: usize) -> ApiResult<()> {
+    if n == 0 || n > MAX_FORK {
+        return Err(ApiError::bad_request(format!(
+            "n = {n} must be from 1 to {MAX_FORK}"
+        )));
+    }
+    Ok(())
+}
+
 /// Open `n` sandboxes on `snap` for the tenant (task sandboxes when
 /// `episode` is given: each continues that episode).
 ///
@@ -66,11 +75,7 @@ pub async fn fork_snapshot(
     n: usize,
     ttl_s: Option<f64>,
 ) -> ApiResult<Vec<Arc<Live>>> {
-    if n == 0 || n > MAX_FORK {
-        return Err(ApiError::bad_request(format!(
-            "n = {n} must be from 1 to {MAX_FORK}"
-        )));
-    }
+    check_fork_n(n)?;
     let reservation = st.reserve(&view.name, n)?;
     let made = {
         let (st, view) = (Arc::clone(st), Arc::clone(view));
@@ -78,21 +83,7 @@ pub async fn fork_snapshot(
             let mut made = Vec::with_capacity(n);
             for _ in 0..n {
                 let sandbox = snap.open()?;
-                let ep = episode.as_ref().map(|(e, obs)| {
-                    (
-                        Episode {
-                            env: Arc::clone(&e.env),
-                            root: e.root.clone(),
-                            steps: e.steps.clone(),
-                            done: e.done,
-                        },
-                        obs.clone(),
-                    )
-                });
-                let (ep, obs) = match ep {
-                    Some((e, o)) => (Some(e), Some(o)),
-                    None => (None, None),
-                };
+                let (ep, obs) = episode.clone().unzip();
                 made.push(st.live(&view.name, *snap.id(), sandbox, ep, obs, ttl_s)?);
             }
             Ok(made)
@@ -597,6 +588,17 @@ pub async fn verify(
     .map(axum::Json)
 }
 
+/// The file a file route names (not the workspace root).
+fn file_path(q: &PathQuery) -> ApiResult<String> {
+    let path = archive::workspace_path(&q.path)?;
+    if path.is_empty() {
+        return Err(ApiError::bad_request(
+            "path names the workspace root, not a file",
+        ));
+    }
+    Ok(path)
+}
+
 #[cfg(feature = "wasm")]
 fn wasm_file_error(e: impl std::fmt::Display) -> ApiError {
     file_error(e.to_string())
@@ -614,12 +616,7 @@ pub async fn read(
     ApiQuery(q): ApiQuery<PathQuery>,
 ) -> ApiResult<Response> {
     let live = st.sandbox(&view, &id)?;
-    let path = archive::workspace_path(&q.path)?;
-    if path.is_empty() {
-        return Err(ApiError::bad_request(
-            "path names the workspace root, not a file",
-        ));
-    }
+    let path = file_path(&q)?;
     let data = blocking(move || live.with(|inner| read_in(&mut inner.sandbox, &path))).await?;
     Ok(([(header::CONTENT_TYPE, "application/octet-stream")], data).into_response())
 }
@@ -648,12 +645,7 @@ pub async fn write(
     RawBody(body): RawBody,
 ) -> ApiResult<StatusCode> {
     let live = st.sandbox(&view, &id)?;
-    let path = archive::workspace_path(&q.path)?;
-    if path.is_empty() {
-        return Err(ApiError::bad_request(
-            "path names the workspace root, not a file",
-        ));
-    }
+    let path = file_path(&q)?;
     if body.len() > arbor_runtime::sandbox::protocol::MAX_FILE {
         return Err(ApiError::too_large(format!(
             "the file is {} bytes; one write moves at most {} (upload an archive of smaller files)",
@@ -719,12 +711,7 @@ pub async fn remove(
     ApiQuery(q): ApiQuery<PathQuery>,
 ) -> ApiResult<StatusCode> {
     let live = st.sandbox(&view, &id)?;
-    let path = archive::workspace_path(&q.path)?;
-    if path.is_empty() {
-        return Err(ApiError::bad_request(
-            "path names the workspace root, not a file",
-        ));
-    }
+    let path = file_path(&q)?;
     blocking(move || {
         live.with(|inner| {
             if let Some(ep) = inner.episode.as_mut() {
@@ -972,28 +959,17 @@ pub async fn fork(
     ApiJson(req): ApiJson<ForkRequest>,
 ) -> ApiResult<(StatusCode, axum::Json<SandboxFork>)> {
     let live = st.sandbox(&view, &id)?;
-    if req.n == 0 || req.n > MAX_FORK {
-        return Err(ApiError::bad_request(format!(
-            "n = {} must be from 1 to {MAX_FORK}",
-            req.n
-        )));
-    }
+    // Checked before the snapshot, so a bad `n` changes nothing.
+    check_fork_n(req.n)?;
     let (snap, episode, info) = {
         let (st, view) = (Arc::clone(&st), Arc::clone(&view));
         blocking(move || {
             let (snap, episode) = live.with(|inner| {
                 let snap = inner.sandbox.snapshot()?;
-                let episode = inner.episode.as_ref().map(|e| {
-                    (
-                        Episode {
-                            env: Arc::clone(&e.env),
-                            root: e.root.clone(),
-                            steps: e.steps.clone(),
-                            done: e.done,
-                        },
-                        live.observation().unwrap_or_default(),
-                    )
-                });
+                let episode = inner
+                    .episode
+                    .clone()
+                    .map(|e| (e, live.observation().unwrap_or_default()));
                 Ok((snap, episode))
             })?;
             view.adopt(snap.id())?;

@@ -1,5 +1,6 @@
 //! Snapshot, task, rollout and server routes.
 
+use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
 use std::time::Duration;
@@ -17,6 +18,7 @@ use arbor_envs::rollout::driver::{DriverConfig, Progress, Strategy, run_tree};
 use arbor_envs::rollout::export::records;
 use arbor_envs::rollout::policy::{Policy, builtin};
 use arbor_runtime::replay::ReplayOptions;
+use arbor_runtime::store::object::SnapshotId;
 use arbor_runtime::{AnySnapshot, Backend};
 
 use crate::archive;
@@ -47,13 +49,17 @@ pub async fn blocking<T: Send + 'static>(
 /// # Errors
 /// When the store's tags cannot be read.
 pub fn snapshot_info(st: &AppState, view: &View, snap: &AnySnapshot) -> ApiResult<SnapshotInfo> {
-    let tags = view
-        .tags(&st.runtime)?
-        .into_iter()
-        .filter(|(_, id)| id == snap.id())
-        .map(|(t, _)| t)
+    Ok(info_with_tags(&view.tags(&st.runtime)?, snap))
+}
+
+/// The API form of a snapshot, given the tenant's tags.
+fn info_with_tags(tags: &BTreeMap<String, SnapshotId>, snap: &AnySnapshot) -> SnapshotInfo {
+    let tags = tags
+        .iter()
+        .filter(|(_, id)| *id == snap.id())
+        .map(|(t, _)| t.clone())
         .collect();
-    Ok(SnapshotInfo {
+    SnapshotInfo {
         id: snap.id().to_hex(),
         short: snap.id().short(),
         tags,
@@ -61,7 +67,7 @@ pub fn snapshot_info(st: &AppState, view: &View, snap: &AnySnapshot) -> ApiResul
         parent: snap.parent().map(|p| p.to_hex()),
         created_at: snap.created_at(),
         summary: snap.summary(),
-    })
+    }
 }
 
 /// Tag `snap` with the tenant's `tag` (checked).
@@ -152,22 +158,9 @@ pub async fn list(
         let tags = view.tags(&st.runtime)?;
         let mut out = Vec::new();
         for id in view.visible(&st.runtime)? {
-            let Ok(snap) = st.runtime.load_any(&id) else {
-                continue;
-            };
-            out.push(SnapshotInfo {
-                id: id.to_hex(),
-                short: id.short(),
-                tags: tags
-                    .iter()
-                    .filter(|(_, t)| **t == id)
-                    .map(|(n, _)| n.clone())
-                    .collect(),
-                backend: snap.backend().name().to_owned(),
-                parent: snap.parent().map(|p| p.to_hex()),
-                created_at: snap.created_at(),
-                summary: snap.summary(),
-            });
+            if let Ok(snap) = st.runtime.load_any(&id) {
+                out.push(info_with_tags(&tags, &snap));
+            }
         }
         out.sort_by(|a, b| b.created_at.cmp(&a.created_at).then(a.id.cmp(&b.id)));
         Ok(axum::Json(SnapshotList { snapshots: out }))

@@ -25,7 +25,9 @@ pub fn now() -> f64 {
         .map_or(0.0, |d| d.as_secs_f64())
 }
 
-/// A task sandbox's episode: the environment, its root, the steps so far.
+/// A task sandbox's episode: the environment, its root, the steps so far
+/// (cloned for each fork, which continues it).
+#[derive(Clone)]
 pub struct Episode {
     /// The task's environment.
     pub env: Arc<dyn Environment>,
