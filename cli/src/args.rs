@@ -53,6 +53,16 @@ pub enum Command {
         /// The guest's random seed, 64 hex digits [default: all zeros].
         #[arg(long, value_name = "HEX", requires = "wasm")]
         seed: Option<String>,
+        /// Put the workspace on this image (name or id, see `arbor image
+        /// ls`): sandboxes see the image's root filesystem, not the host's.
+        #[arg(long, value_name = "IMAGE", conflicts_with = "wasm")]
+        image: Option<String>,
+    },
+    /// Container images (OCI layout, oci-archive, docker-archive) as layer chains.
+    Image {
+        /// What to do.
+        #[command(subcommand)]
+        command: ImageCommand,
     },
     /// Run a shell command in a fresh fork of a snapshot.
     ///
@@ -640,4 +650,51 @@ pub struct ServeArgs {
     /// Seconds in-flight requests get to finish on SIGTERM.
     #[arg(long, value_name = "S", default_value_t = 10.0)]
     pub grace: f64,
+}
+
+/// Subcommands of `arbor image`.
+#[derive(Debug, Subcommand)]
+pub enum ImageCommand {
+    /// Import an OCI image layout directory, an oci-archive or a
+    /// docker-archive tarball (`podman save`, `docker save`, `skopeo copy`).
+    /// Every digest is verified; nothing is stored if any check fails.
+    Import {
+        /// The directory or tarball.
+        file: PathBuf,
+        /// The image's name [default: the archive's own, else image-<id>].
+        #[arg(long, value_name = "NAME")]
+        tag: Option<String>,
+        /// Refuse a layer with more bytes of files than this (e.g. 8G).
+        #[arg(long, value_name = "BYTES", default_value = "16G", value_parser = crate::args::parse_bytes)]
+        max_layer_bytes: u64,
+    },
+    /// List the named images.
+    Ls,
+    /// Show an image's layers and configuration.
+    Show {
+        /// Name, id or unique id prefix.
+        image: String,
+    },
+    /// Remove an image's name (its layers stay while snapshots use it; `gc` frees the rest).
+    Rm {
+        /// The name.
+        image: String,
+    },
+}
+
+/// Parse a byte count with an optional K/M/G/T suffix (powers of 1024).
+pub fn parse_bytes(s: &str) -> Result<u64, String> {
+    let t = s.trim();
+    let (num, mult) = match t.chars().last().map(|c| c.to_ascii_uppercase()) {
+        Some('K') => (&t[..t.len() - 1], 1u64 << 10),
+        Some('M') => (&t[..t.len() - 1], 1 << 20),
+        Some('G') => (&t[..t.len() - 1], 1 << 30),
+        Some('T') => (&t[..t.len() - 1], 1 << 40),
+        _ => (t, 1),
+    };
+    num.trim()
+        .parse::<u64>()
+        .ok()
+        .and_then(|n| n.checked_mul(mult))
+        .ok_or_else(|| format!("not a byte count: {s:?} (e.g. 512M, 8G)"))
 }

@@ -27,7 +27,7 @@ use std::time::{Duration, Instant};
 
 use axum::Router;
 use axum::extract::{DefaultBodyLimit, MatchedPath, Request, State};
-use axum::http::header;
+use axum::http::{HeaderValue, header};
 use axum::middleware::{self, Next};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post, put};
@@ -148,7 +148,17 @@ async fn around(State(st): State<Arc<AppState>>, mut req: Request, next: Next) -
     );
     let path = req.uri().path().to_owned();
     let open = path == "/v1/health" || path == "/v1/openapi.json";
-    let resp = if st.stopping.load(Ordering::SeqCst) && path != "/v1/health" {
+    // An error may leave the body unread (a refusal before the handler, an
+    // extractor's rejection, an over-limit body): such a connection is
+    // closed by the server after the answer, so the answer says so and the
+    // client does not send its next request into a reset.
+    let has_body = req.headers().contains_key(header::TRANSFER_ENCODING)
+        || req
+            .headers()
+            .get(header::CONTENT_LENGTH)
+            .and_then(|v| v.to_str().ok())
+            .is_some_and(|v| v.trim() != "0");
+    let mut resp = if st.stopping.load(Ordering::SeqCst) && path != "/v1/health" {
         ApiError::unavailable("the server is shutting down").into_response()
     } else if open {
         next.run(req).await
@@ -167,6 +177,10 @@ async fn around(State(st): State<Arc<AppState>>, mut req: Request, next: Next) -
             Err(e) => e.into_response(),
         }
     };
+    if has_body && (resp.status().is_client_error() || resp.status().is_server_error()) {
+        resp.headers_mut()
+            .insert(header::CONNECTION, HeaderValue::from_static("close"));
+    }
     st.metrics
         .observe(&verb, resp.status().as_u16(), start.elapsed().as_secs_f64());
     resp

@@ -19,6 +19,7 @@ use crate::error::UsageError;
 use crate::output::note;
 
 mod history;
+mod images;
 mod steps;
 mod store;
 
@@ -46,13 +47,16 @@ pub fn run(ctx: &Ctx, command: Command) -> Result<i32> {
             tag,
             wasm,
             seed,
+            image,
         } => steps::import(
             ctx,
             dir.as_deref(),
             wasm.as_deref(),
             tag.as_deref(),
             seed.as_deref(),
+            image.as_deref(),
         ),
+        Command::Image { command } => images::run(ctx, command),
         Command::Exec {
             snapshot,
             commit,

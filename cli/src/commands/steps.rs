@@ -32,6 +32,8 @@ struct ImportJson<'a> {
     tag: Option<&'a str>,
     #[serde(skip_serializing_if = "Option::is_none")]
     memory_bytes: Option<u64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    image: Option<arbor_runtime::store::ObjectId>,
 }
 
 /// `arbor import DIR` (a native root snapshot) or `arbor import --wasm
@@ -43,7 +45,9 @@ pub(super) fn import(
     guest: Option<&str>,
     tag: Option<&str>,
     seed: Option<&str>,
+    image: Option<&str>,
 ) -> Result<i32> {
+    let image = image.map(|i| ctx.runtime.image(i)).transpose()?;
     if let Some(t) = tag {
         check_tag_name(ctx.store(), t)?;
     }
@@ -61,7 +65,7 @@ pub(super) fn import(
         }
         None => {
             let dir = dir.ok_or_else(|| UsageError("import needs a directory".into()))?;
-            AnySnapshot::from(ctx.runtime.import(dir, None)?)
+            AnySnapshot::from(ctx.runtime.import_on(dir, None, image.as_ref())?)
         }
     };
     let id = *snapshot.id();
@@ -80,6 +84,7 @@ pub(super) fn import(
             workspace: guest.and(dir),
             tag,
             memory_bytes: session.map(|s| s.memory_bytes),
+            image: image.as_ref().map(|i| i.id),
         },
         || format!("{id}\n"),
     )?;

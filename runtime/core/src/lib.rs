@@ -46,6 +46,7 @@
 pub mod asynchronous;
 mod cleanup;
 pub mod digest;
+pub mod image;
 pub mod layer;
 pub mod parallel;
 pub mod replay;

@@ -92,6 +92,9 @@ pub enum RuntimeError {
     /// A sandbox operation failed.
     #[error(transparent)]
     Sandbox(#[from] SandboxError),
+    /// An image was refused.
+    #[error(transparent)]
+    Image(Box<crate::image::ImageError>),
     /// The WebAssembly backend failed.
     #[cfg(feature = "wasm")]
     #[error(transparent)]
@@ -237,8 +240,9 @@ struct Inner {
     /// Layer trees indexed by path, shared by the sandboxes of this runtime
     /// (digests compare each change with the layers below it).
     layer_index: Mutex<std::collections::HashMap<LayerId, Arc<LayerIndex>>>,
-    /// Prepared helpers, started on the first sandbox.
-    pool: std::sync::OnceLock<crate::sandbox::pool::WarmPool>,
+    /// Prepared helpers, one pool per system view (the host's, or an
+    /// image's), each started on the first sandbox that needs it.
+    pools: Mutex<Vec<(SystemView, Arc<crate::sandbox::pool::WarmPool>)>>,
     /// The WebAssembly runtimes on this store, one per set of sandbox
     /// limits (each shares the compiled guest and memory images of its
     /// sandboxes); see [`Runtime::wasm`].
@@ -285,7 +289,7 @@ impl Runtime {
                 options,
                 owners,
                 backend: Mutex::new(backend),
-                pool: std::sync::OnceLock::new(),
+                pools: Mutex::new(Vec::new()),
                 layer_index: Mutex::new(std::collections::HashMap::new()),
                 #[cfg(feature = "wasm")]
                 wasm: Mutex::new(Vec::new()),
@@ -370,29 +374,72 @@ impl Runtime {
     /// until it holds `warm_helpers` prepared helpers; returns how many are
     /// ready. Useful before a latency-sensitive burst of forks.
     pub fn warm_up(&self, timeout: std::time::Duration) -> Result<usize, SandboxError> {
-        Ok(self.pool()?.wait_ready(timeout))
+        Ok(self.pool(&self.options().system)?.wait_ready(timeout))
     }
 
-    fn pool(&self) -> Result<&crate::sandbox::pool::WarmPool, SandboxError> {
-        if let Some(pool) = self.inner.pool.get() {
-            return Ok(pool);
+    /// [`Self::warm_up`] for sandboxes on `image` (whose system view is the
+    /// image's root filesystem, so they have helpers of their own).
+    pub fn warm_up_image(
+        &self,
+        image: &crate::image::Image,
+        timeout: std::time::Duration,
+    ) -> Result<usize, SandboxError> {
+        Ok(self
+            .pool(&self.system_view(Some(image)))?
+            .wait_ready(timeout))
+    }
+
+    /// The system view of sandboxes on `image` (the runtime's own without one).
+    pub(crate) fn system_view(&self, image: Option<&crate::image::Image>) -> SystemView {
+        match image {
+            None => self.options().system.clone(),
+            Some(img) => SystemView::Image {
+                lowers: img
+                    .record
+                    .layers
+                    .iter()
+                    .rev()
+                    .map(|l| self.store().layer_dir(l))
+                    .collect(),
+                at: PathBuf::new(),
+            },
+        }
+    }
+
+    fn pool(
+        &self,
+        system: &SystemView,
+    ) -> Result<Arc<crate::sandbox::pool::WarmPool>, SandboxError> {
+        let mut pools = self
+            .inner
+            .pools
+            .lock()
+            .map_err(|_| SandboxError::Poisoned("warm pools"))?;
+        if let Some((_, pool)) = pools.iter().find(|(v, _)| v == system) {
+            return Ok(Arc::clone(pool));
         }
         let config = crate::sandbox::pool::PrepareConfig {
             store: self.store().clone(),
             helper: self.helper_command()?,
-            system: self.options().system.clone(),
+            system: system.clone(),
             limits: self.options().limits.clone(),
             cgroup: self.options().cgroup.clone(),
         };
-        Ok(self.inner.pool.get_or_init(|| {
-            crate::sandbox::pool::WarmPool::new(config, self.options().warm_helpers)
-        }))
+        let pool = Arc::new(crate::sandbox::pool::WarmPool::new(
+            config,
+            self.options().warm_helpers,
+        ));
+        pools.push((system.clone(), Arc::clone(&pool)));
+        Ok(pool)
     }
 
     /// A prepared helper (namespaces and system view ready) from the warm
-    /// pool, which is started on first use.
-    pub(crate) fn claim_helper(&self) -> Result<crate::sandbox::pool::Prepared, SandboxError> {
-        self.pool()?.claim()
+    /// pool of `system`, which is started on first use.
+    pub(crate) fn claim_helper(
+        &self,
+        system: &SystemView,
+    ) -> Result<crate::sandbox::pool::Prepared, SandboxError> {
+        self.pool(system)?.claim()
     }
 
     /// A layer's tree indexed by path (cached for the runtime's lifetime,
@@ -460,12 +507,17 @@ impl Runtime {
     /// Open a sandbox on `snapshot`, probing the backend on first use.
     pub fn open_sandbox(&self, snapshot: &Snapshot) -> Result<Sandbox> {
         let manifest = snapshot.manifest();
+        let image = match &manifest.image {
+            Some(id) => Some(Arc::new(self.image_by_id(id)?)),
+            None => None,
+        };
         let open = || {
             Sandbox::open(
                 self,
                 Some(*snapshot.id()),
                 manifest.layers.clone(),
                 manifest.session.clone(),
+                image.clone(),
             )
         };
         let decided = self.inner.backend.lock().ok().and_then(|b| *b).is_some();

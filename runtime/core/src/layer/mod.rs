@@ -22,6 +22,7 @@ mod fsio;
 mod materialize;
 mod merge;
 mod scan;
+mod untar;
 mod writer;
 
 use std::path::PathBuf;
@@ -30,6 +31,7 @@ pub use delta::write_delta_layer;
 pub use materialize::{MaterializeOptions, materialize, squash};
 pub use merge::{Diff, MergedView, diff, merge, merge_layers, read_layer_file};
 pub use scan::{dir_size, tree_of_dir};
+pub use untar::{ArchiveProblem, UntarLimits, UntarReport, clean_archive_path, untar_layer};
 pub use writer::MaterializeReport;
 
 /// A file entry with this content, for tests across the crate.
@@ -252,6 +254,16 @@ pub enum LayerError {
         /// The underlying error.
         #[source]
         source: std::io::Error,
+    },
+    /// An archive member (an image layer's tar entry) was refused.
+    #[error("{archive}: entry {entry:?}: {problem}")]
+    Archive {
+        /// The archive (an image layer, by digest or file name).
+        archive: String,
+        /// The entry's path as the archive spells it.
+        entry: String,
+        /// What is wrong with it.
+        problem: ArchiveProblem,
     },
     /// Removing a temporary directory failed.
     #[error("cannot remove {path}: {source}")]

@@ -7,6 +7,7 @@
 //! [`EntryWriter::finish`], deepest first, so a read-only directory can
 //! still be filled by an unprivileged caller.
 
+use std::io::Read;
 use std::os::fd::AsFd;
 use std::path::{Path, PathBuf};
 
@@ -194,6 +195,75 @@ impl EntryWriter {
         self.report.files += 1;
         self.report.bytes += len;
         Ok(hash)
+    }
+
+    /// Create regular file `rel` with exactly `len` bytes read from `src`
+    /// (an archive member); fails with `UnexpectedEof` if `src` ends early.
+    pub(super) fn file_from_reader(
+        &mut self,
+        rel: &str,
+        src: &mut dyn std::io::Read,
+        len: u64,
+        mode: u32,
+        owner: HostOwner,
+    ) -> Result<()> {
+        let err = self.write_err(rel);
+        let (parent, name) = split_parent(rel);
+        let parent_dir = self.dest.dir(parent).map_err(&err)?;
+        let fd = rustix::fs::openat(
+            parent_dir,
+            name,
+            OFlags::WRONLY | OFlags::CREATE | OFlags::EXCL | OFlags::NOFOLLOW | OFlags::CLOEXEC,
+            Mode::from_raw_mode(0o600),
+        )
+        .map_err(|e| err(e.into()))?;
+        let mut out = std::fs::File::from(fd);
+        let copied = std::io::copy(&mut Read::take(&mut *src, len), &mut out).map_err(&err)?;
+        if copied != len {
+            return Err(err(std::io::Error::new(
+                std::io::ErrorKind::UnexpectedEof,
+                format!("the archive ends after {copied} of this file's {len} bytes"),
+            )));
+        }
+        self.own_fd(rel, &out, owner)?;
+        self.chmod_fd(rel, &out, mode)?;
+        self.report.files += 1;
+        self.report.bytes += len;
+        Ok(())
+    }
+
+    /// Give directory `rel`, created earlier by [`Self::dir`], the final
+    /// mode `mode` and the owner `owner` instead (an archive that lists a
+    /// directory after entries below it).
+    pub(super) fn redo_dir(&mut self, rel: &str, mode: u32, owner: HostOwner) -> Result<()> {
+        let err = self.write_err(rel);
+        let fd = self
+            .dest
+            .dir(rel)
+            .and_then(|d| d.as_fd().try_clone_to_owned())
+            .map_err(err)?;
+        self.own_fd(rel, &fd, owner)?;
+        if let Some(slot) = self.dir_modes.iter_mut().find(|(r, _)| r == rel) {
+            slot.1 = mode;
+        }
+        Ok(())
+    }
+
+    /// Mark directory `rel` (already created) opaque.
+    pub(super) fn mark_opaque(&mut self, rel: &str) -> Result<()> {
+        let err = self.write_err(rel);
+        let fd = self
+            .dest
+            .dir(rel)
+            .and_then(|d| d.as_fd().try_clone_to_owned())
+            .map_err(err)?;
+        rustix::fs::fsetxattr(&fd, OPAQUE_XATTR, b"y", XattrFlags::empty()).map_err(|e| {
+            LayerError::Xattr {
+                path: self.host_path(rel),
+                name: OPAQUE_XATTR,
+                source: e.into(),
+            }
+        })
     }
 
     /// Create symlink `rel` pointing at `target`, verbatim.

@@ -217,6 +217,7 @@ mod tests {
             },
             pending: Vec::new(),
             killed_background: Vec::new(),
+            image: None,
             delta_cache: None,
             unwritten: Vec::new(),
         }

@@ -50,7 +50,15 @@ pub fn fixed_env() -> Vec<(String, String)> {
 /// The environment an action starts with: the fixed environment, minus the
 /// session's unset variables, plus the session's exported variables.
 pub fn action_env(session: &crate::store::object::SessionState) -> Vec<(String, String)> {
-    let mut env: Vec<(String, String)> = fixed_env()
+    action_env_over(fixed_env(), session)
+}
+
+/// [`action_env`] over another fixed environment (an image's).
+pub fn action_env_over(
+    fixed: Vec<(String, String)>,
+    session: &crate::store::object::SessionState,
+) -> Vec<(String, String)> {
+    let mut env: Vec<(String, String)> = fixed
         .into_iter()
         .filter(|(k, _)| !session.unset.contains(k) && !session.env.contains_key(k))
         .collect();

@@ -159,10 +159,11 @@ impl Sandbox {
         opts: &ExecOptions,
         on_output: Option<super::channel::OutputSink<'_>>,
     ) -> Result<Observation> {
-        let mut action_env = env::action_env(&self.session);
+        let fixed = self.fixed_env();
+        let mut action_env = env::action_env_over(fixed.clone(), &self.session);
         action_env.extend(opts.env.iter().cloned());
         let peer = opts.peer.as_ref().map(|p| {
-            let mut env = env::fixed_env();
+            let mut env = fixed.clone();
             env.extend(p.env.iter().cloned());
             PeerRequest {
                 command: p.command.clone(),
@@ -175,7 +176,7 @@ impl Sandbox {
             env: action_env,
             timeout_ms: opts.timeout_ms,
             limits: self.runtime.options().limits.clone(),
-            fixed_env: env::fixed_env(),
+            fixed_env: fixed.clone(),
             mounts: opts
                 .mounts
                 .iter()

@@ -73,6 +73,8 @@ pub struct Sandbox {
     /// Actions (with their observation digests) since `base`, in order.
     pending: Vec<(Action, ObservationDigest)>,
     killed_background: Vec<String>,
+    /// The image whose root filesystem the sandbox sees (`None`: the host's).
+    image: Option<std::sync::Arc<crate::image::Image>>,
     /// The tree of the private changes, when nothing was done since it was computed.
     delta_cache: Option<(Tree, ObjectId)>,
     /// Objects that pending observations and actions refer to (captured
@@ -102,12 +104,13 @@ impl Sandbox {
         base: Option<SnapshotId>,
         layers: Vec<LayerId>,
         session: SessionState,
+        image: Option<std::sync::Arc<crate::image::Image>>,
     ) -> Result<Self> {
         let store = runtime.store();
         let pool::Prepared {
             mut helper,
             run_dir,
-        } = runtime.claim_helper()?;
+        } = runtime.claim_helper(&runtime.system_view(image.as_deref()))?;
         let owners = runtime.owner_map();
         let prepared = (|| -> Result<(Private, WorkspaceMount)> {
             Ok(match runtime.workspace_backend() {
@@ -185,9 +188,24 @@ impl Sandbox {
             session,
             pending: Vec::new(),
             killed_background: Vec::new(),
+            image,
             delta_cache: None,
             unwritten: Vec::new(),
         })
+    }
+
+    /// The image the sandbox runs on, if any.
+    pub fn image(&self) -> Option<&crate::image::Image> {
+        self.image.as_deref()
+    }
+
+    /// The fixed environment of this sandbox's actions: Arbor's, with the
+    /// image's `Env` on top when it runs on an image.
+    pub fn fixed_env(&self) -> Vec<(String, String)> {
+        match &self.image {
+            Some(img) => img.fixed_env(),
+            None => env::fixed_env(),
+        }
     }
 
     /// Forget what actions did to the session (exported variables, unsets,

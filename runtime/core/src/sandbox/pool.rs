@@ -55,10 +55,16 @@ pub(crate) fn prepare(config: &PrepareConfig) -> Result<Prepared> {
             &run_dir.join("helper.log"),
             &config.cgroup,
         )?;
+        let mut system = config.system.clone();
+        if let SystemView::Image { at, .. } = &mut system {
+            *at = run_dir.join("image");
+            std::fs::create_dir_all(&*at)
+                .map_err(|e| SandboxError::io("create image mount point", &*at, e))?;
+        }
         let setup = Setup {
             store_root: config.store.root().to_owned(),
             root_dir: run_dir.join("root"),
-            system: config.system.clone(),
+            system,
             hostname: env::HOSTNAME.to_owned(),
             limits: config.limits.clone(),
         };

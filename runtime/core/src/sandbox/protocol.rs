@@ -76,6 +76,16 @@ pub enum SystemView {
         /// The root filesystem directory.
         dir: PathBuf,
     },
+    /// An image's root filesystem: its layers (topmost first) as a
+    /// read-only overlay at `at` (one layer: that directory itself), then
+    /// seen as [`SystemView::Rootfs`].
+    Image {
+        /// The image's layer directories, topmost first.
+        lowers: Vec<PathBuf>,
+        /// Where the helper mounts the overlay (in its private mount
+        /// namespace); filled in when a helper is prepared.
+        at: PathBuf,
+    },
 }
 
 /// Per-action resource limits, applied to the action's process tree.

@@ -162,6 +162,7 @@ impl Sandbox {
             observations,
             created_at: now(),
             killed_background,
+            image: self.image().map(|i| i.id),
         };
         // 5–6.
         let id = protocol.publish(store, || store.put_manifest(&manifest))?;
@@ -216,6 +217,18 @@ impl Runtime {
     /// Symlinks are copied verbatim, never followed; sockets and devices are
     /// skipped; every entry is owned by the sandbox's root.
     pub fn import(&self, src: &Path, tag: Option<&str>) -> Result<Snapshot> {
+        self.import_on(src, tag, None)
+    }
+
+    /// [`Self::import`] with the workspace on `image`: sandboxes on the
+    /// snapshot (and on every snapshot taken from them) see the image's root
+    /// filesystem instead of the host's, with the image's environment.
+    pub fn import_on(
+        &self,
+        src: &Path,
+        tag: Option<&str>,
+        image: Option<&crate::image::Image>,
+    ) -> Result<Snapshot> {
         let meta = std::fs::metadata(src).map_err(|e| io("import", src, e))?;
         if !meta.is_dir() {
             return Err(RuntimeError::NotADirectory(src.to_owned()));
@@ -250,6 +263,7 @@ impl Runtime {
                 observations: Vec::new(),
                 created_at: now(),
                 killed_background: Vec::new(),
+                image: image.map(|i| i.id),
             };
             let id = store.put_manifest(&manifest)?;
             failpoint("import.manifest-written");

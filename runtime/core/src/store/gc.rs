@@ -60,7 +60,8 @@ impl Store {
         let tags = self.tags()?;
         // Live sandboxes are roots too: their lower chains are mounted.
         let live = self.live_sandbox_bases()?;
-        let reach = self.reach(tags.values().copied().chain(live), true)?;
+        let mut reach = self.reach(tags.values().copied().chain(live), true)?;
+        self.reach_images(&mut reach, true)?;
         let mut rep = GcReport::default();
         let dev = fs::metadata(self.root())
             .map_err(io_err("stat", self.root()))?
@@ -89,7 +90,9 @@ impl Store {
                 };
                 if !reach.objects.contains(&id) {
                     let rank = match header_kind(&path) {
-                        Some(ObjectKind::Manifest | ObjectKind::WasmManifest) => 0,
+                        Some(
+                            ObjectKind::Manifest | ObjectKind::WasmManifest | ObjectKind::Image,
+                        ) => 0,
                         Some(ObjectKind::Tree) => 1,
                         Some(ObjectKind::Blob) => 2,
                         None => 3,

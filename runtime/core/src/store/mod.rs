@@ -12,6 +12,7 @@
 //! root/squash/<64 hex>/    cached flattened layer chain of a snapshot
 //! root/snapshots/<64 hex>  empty index files: a snapshot is listed iff its file exists
 //! root/refs/tags/<name>    the 64-hex snapshot id and "\n"
+//! root/refs/images/<name>  the 64-hex image id and "\n" (see [`ImageRecord`])
 //! root/tmp/                temp files and staging dirs "<pid>.<counter>.<random>"
 //! root/run/                live sandbox directories "<pid>-<n>"
 //! root/lock                flock file: gc exclusive, snapshot creation shared
@@ -24,6 +25,7 @@
 mod fsck;
 mod fsio;
 mod gc;
+mod images;
 pub mod object;
 mod refs;
 pub mod wasm_refs;
@@ -40,6 +42,7 @@ pub use fsck::{FsckProblem, FsckReport};
 pub use fsio::{FAILPOINTS, atomic_write, failpoint, fsync_dir, hash_file};
 use fsio::{WriteFailpoints, atomic_write_with};
 pub use gc::GcReport;
+pub use images::{ImageConfig, ImageRecord, ImageSource, validate_image_name};
 pub use object::*;
 
 /// Largest object `get` will load (1 GiB).
@@ -180,6 +183,14 @@ pub enum StoreError {
     /// No tag with this name exists.
     #[error("no tag named {0:?}")]
     UnknownTag(String),
+    /// An image name that is not valid.
+    #[error(
+        "invalid image name {0:?}: use 1-128 characters of A-Z a-z 0-9 . _ - :, not starting with '.'"
+    )]
+    InvalidImageName(String),
+    /// No image with this name, id or prefix.
+    #[error("no image named {0:?} (see `arbor image ls`)")]
+    UnknownImage(String),
     /// A tag file does not hold a snapshot id.
     #[error("tag file {} is corrupt: {reason}", path.display())]
     BadTag {
@@ -295,6 +306,7 @@ impl Store {
             "squash",
             "snapshots",
             "refs/tags",
+            "refs/images",
             "tmp",
             "run",
         ] {

@@ -128,6 +128,9 @@ pub enum ObjectKind {
     /// The record of a WebAssembly session snapshot (JSON; written by the
     /// `wasm` backend, read for references by [`super::wasm_refs`]).
     WasmManifest = 4,
+    /// An image: its layer chain and configuration (JSON, see
+    /// [`super::ImageRecord`]).
+    Image = 5,
 }
 
 impl ObjectKind {
@@ -138,6 +141,7 @@ impl ObjectKind {
             2 => Some(Self::Tree),
             3 => Some(Self::Manifest),
             4 => Some(Self::WasmManifest),
+            5 => Some(Self::Image),
             _ => None,
         }
     }
@@ -363,4 +367,8 @@ pub struct Manifest {
     /// Background processes that were still running when the last action
     /// ended and were killed (command lines).
     pub killed_background: Vec<String>,
+    /// The image whose root filesystem is the system view of sandboxes on
+    /// this snapshot (`None`: the host's).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub image: Option<ObjectId>,
 }

@@ -15,6 +15,7 @@ pub(crate) fn manifest(parent: Option<SnapshotId>, layers: Vec<LayerId>) -> Mani
         observations: vec![],
         created_at: 1,
         killed_background: vec![],
+        image: None,
     }
 }
 

@@ -41,6 +41,10 @@ pub(crate) enum Call {
         work: PathBuf,
         target: PathBuf,
     },
+    MountOverlayReadOnly {
+        lowers: Vec<PathBuf>,
+        target: PathBuf,
+    },
     Umount {
         target: PathBuf,
         flags: MntFlags,
@@ -131,6 +135,10 @@ impl Call {
                 lowers: lowers.iter().map(g).collect(),
                 upper: g(upper),
                 work: g(work),
+                target: g(target),
+            },
+            Self::MountOverlayReadOnly { lowers, target } => Self::MountOverlayReadOnly {
+                lowers: lowers.iter().map(g).collect(),
                 target: g(target),
             },
             Self::Umount { target, flags } => Self::Umount {
@@ -261,6 +269,14 @@ impl Syscalls for Recorder {
             lowers: lowers.to_vec(),
             upper: upper.to_owned(),
             work: work.to_owned(),
+            target: target.to_owned(),
+        });
+        self.fails(Op::MountOverlay, target)
+    }
+
+    fn mount_overlay_read_only(&mut self, lowers: &[PathBuf], target: &Path) -> Result<()> {
+        self.calls.push(Call::MountOverlayReadOnly {
+            lowers: lowers.to_vec(),
             target: target.to_owned(),
         });
         self.fails(Op::MountOverlay, target)

@@ -53,7 +53,8 @@ pub use error::{HelperError, Op};
 use sys::{Linux, Syscalls};
 
 use super::protocol::{
-    ExecRequest, ExecResult, FileOp, FileResult, Request, Response, Setup, WorkspaceMount,
+    ExecRequest, ExecResult, FileOp, FileResult, Request, Response, Setup, SystemView,
+    WorkspaceMount,
 };
 use action::{ActionSpec, high_fd, spawn_action};
 use error::Result;
@@ -201,6 +202,10 @@ impl<S: Syscalls> Helper<S> {
         self.store = Some((store, setup.store_root.clone()));
         let mut setup = setup;
         setup.root_dir = self.via_store(&setup.root_dir);
+        if let SystemView::Image { lowers, at } = &mut setup.system {
+            *lowers = lowers.iter().map(|l| self.via_store(l)).collect();
+            *at = self.via_store(at);
+        }
         setup::build_sandbox(
             &mut self.sys,
             &setup.root_dir,

@@ -341,36 +341,14 @@ fn build_system_view<S: Syscalls>(
                 replicate(sys, &Path::new("/etc").join(name), &etc.join(name))?;
             }
         }
-        SystemView::Rootfs { dir } => {
-            for (name, path) in sorted_entries(dir)? {
-                if matches!(
-                    name.to_str(),
-                    Some("proc" | "dev" | "tmp" | "workspace" | "sys" | "etc")
-                ) {
-                    continue;
-                }
-                replicate(sys, &path, &root.join(&name))?;
+        SystemView::Rootfs { dir } => rootfs_view(sys, root, dir)?,
+        SystemView::Image { lowers, at } => match lowers.as_slice() {
+            [one] => rootfs_view(sys, root, one)?,
+            _ => {
+                sys.mount_overlay_read_only(lowers, at)?;
+                rootfs_view(sys, root, at)?;
             }
-            sys.mkdir(&etc, 0o755)?;
-            if let Ok(entries) = sorted_entries(&dir.join("etc")) {
-                for (name, path) in entries {
-                    if matches!(
-                        name.to_str(),
-                        Some(
-                            "passwd"
-                                | "group"
-                                | "hosts"
-                                | "hostname"
-                                | "resolv.conf"
-                                | "nsswitch.conf"
-                        )
-                    ) {
-                        continue;
-                    }
-                    replicate(sys, &path, &etc.join(&name))?;
-                }
-            }
-        }
+        },
     }
     for (name, content) in etc_files(hostname) {
         sys.write_file(&etc.join(name), &content)?;
@@ -419,4 +397,34 @@ pub(super) fn etc_files(hostname: &str) -> [(&'static str, String); 6] {
             "passwd: files\ngroup: files\nshadow: files\nhosts: files\n".into(),
         ),
     ]
+}
+
+/// The system view of a root filesystem `dir`: every top-level entry
+/// read-only except those the sandbox provides itself (`proc`, `dev`,
+/// `tmp`, `workspace`, `sys`), and `/etc` entry by entry except the
+/// generated files.
+fn rootfs_view<S: Syscalls>(sys: &mut S, root: &Path, dir: &Path) -> Result<()> {
+    let etc = root.join("etc");
+    for (name, path) in sorted_entries(dir)? {
+        if matches!(
+            name.to_str(),
+            Some("proc" | "dev" | "tmp" | "workspace" | "sys" | "etc")
+        ) {
+            continue;
+        }
+        replicate(sys, &path, &root.join(&name))?;
+    }
+    sys.mkdir(&etc, 0o755)?;
+    if let Ok(entries) = sorted_entries(&dir.join("etc")) {
+        for (name, path) in entries {
+            if matches!(
+                name.to_str(),
+                Some("passwd" | "group" | "hosts" | "hostname" | "resolv.conf" | "nsswitch.conf")
+            ) {
+                continue;
+            }
+            replicate(sys, &path, &etc.join(&name))?;
+        }
+    }
+    Ok(())
 }

@@ -84,6 +84,9 @@ pub(crate) trait Syscalls {
         work: &Path,
         target: &Path,
     ) -> Result<()>;
+    /// A read-only overlay of `lowers` (topmost first, at least two) at
+    /// `target`, `nosuid,nodev`: an image's root filesystem.
+    fn mount_overlay_read_only(&mut self, lowers: &[PathBuf], target: &Path) -> Result<()>;
     /// `umount2(target, flags)`.
     fn umount(&mut self, target: &Path, flags: MntFlags) -> Result<()>;
     /// `pivot_root(new_root, put_old)`.
@@ -195,29 +198,18 @@ impl Syscalls for Linux {
         work: &Path,
         target: &Path,
     ) -> Result<()> {
-        let fs = fsopen("overlay", FsOpenFlags::FSOPEN_CLOEXEC).map_err(overlay_err(target))?;
-        fsconfig_set_string(&fs, "source", "arbor").map_err(overlay_err(target))?;
-        fsconfig_set_flag(&fs, "userxattr").map_err(overlay_err(target))?;
-        for lower in lowers {
-            fsconfig_set_string(&fs, "lowerdir+", lower).map_err(overlay_err(lower))?;
-        }
-        fsconfig_set_string(&fs, "upperdir", upper).map_err(overlay_err(upper))?;
-        fsconfig_set_string(&fs, "workdir", work).map_err(overlay_err(work))?;
-        fsconfig_create(&fs).map_err(overlay_err(target))?;
-        let mnt: OwnedFd = fsmount(
-            &fs,
-            rustix::mount::FsMountFlags::FSMOUNT_CLOEXEC,
-            MountAttrFlags::empty(),
-        )
-        .map_err(overlay_err(target))?;
-        move_mount(
-            &mnt,
-            "",
-            rustix::fs::CWD,
+        overlay(lowers, Some((upper, work)), target, MountAttrFlags::empty())
+    }
+
+    fn mount_overlay_read_only(&mut self, lowers: &[PathBuf], target: &Path) -> Result<()> {
+        overlay(
+            lowers,
+            None,
             target,
-            MoveMountFlags::MOVE_MOUNT_F_EMPTY_PATH,
+            MountAttrFlags::MOUNT_ATTR_RDONLY
+                | MountAttrFlags::MOUNT_ATTR_NOSUID
+                | MountAttrFlags::MOUNT_ATTR_NODEV,
         )
-        .map_err(overlay_err(target))
     }
 
     fn umount(&mut self, target: &Path, flags: MntFlags) -> Result<()> {
@@ -545,4 +537,35 @@ pub(super) fn exec(path: &str, argv: &[CString], env: &[CString]) -> io::Error {
 pub(super) fn exit_now(code: i32) -> ! {
     // SAFETY: `_exit` is async-signal-safe and never returns.
     unsafe { libc::_exit(code) }
+}
+
+/// Mount an overlay of `lowers` (topmost first) with an optional upper and
+/// work directory at `target`.
+fn overlay(
+    lowers: &[PathBuf],
+    upper_work: Option<(&Path, &Path)>,
+    target: &Path,
+    attrs: MountAttrFlags,
+) -> Result<()> {
+    let fs = fsopen("overlay", FsOpenFlags::FSOPEN_CLOEXEC).map_err(overlay_err(target))?;
+    fsconfig_set_string(&fs, "source", "arbor").map_err(overlay_err(target))?;
+    fsconfig_set_flag(&fs, "userxattr").map_err(overlay_err(target))?;
+    for lower in lowers {
+        fsconfig_set_string(&fs, "lowerdir+", lower).map_err(overlay_err(lower))?;
+    }
+    if let Some((upper, work)) = upper_work {
+        fsconfig_set_string(&fs, "upperdir", upper).map_err(overlay_err(upper))?;
+        fsconfig_set_string(&fs, "workdir", work).map_err(overlay_err(work))?;
+    }
+    fsconfig_create(&fs).map_err(overlay_err(target))?;
+    let mnt: OwnedFd = fsmount(&fs, rustix::mount::FsMountFlags::FSMOUNT_CLOEXEC, attrs)
+        .map_err(overlay_err(target))?;
+    move_mount(
+        &mnt,
+        "",
+        rustix::fs::CWD,
+        target,
+        MoveMountFlags::MOVE_MOUNT_F_EMPTY_PATH,
+    )
+    .map_err(overlay_err(target))
 }

@@ -126,11 +126,17 @@ impl Store {
             }
             _ => {
                 let m = self.get_manifest(id)?;
+                let mut objects = manifest_objects(&m);
+                let mut layers = m.layers.clone();
+                if let Some(image) = m.image {
+                    layers.extend(self.get_image(&image)?.layers);
+                    objects.push(image);
+                }
                 Ok(SnapshotRefs {
                     parent: m.parent,
-                    layers: m.layers.clone(),
+                    layers,
                     delta_layers: m.observations.iter().map(|o| o.fs_delta).collect(),
-                    objects: manifest_objects(&m),
+                    objects,
                 })
             }
         }
@@ -174,6 +180,28 @@ impl Store {
             }
         }
         Ok(r)
+    }
+
+    /// Add what the named images keep alive (their records and layers) to
+    /// `r`. Strict (gc): an unusable record is an error; lenient (fsck):
+    /// it is skipped (fsck reports it).
+    pub(crate) fn reach_images(&self, r: &mut Reach, strict: bool) -> Result<()> {
+        for (name, id) in self.image_names()? {
+            match self.get_image(&id) {
+                Ok(img) => {
+                    r.objects.insert(id);
+                    r.objects.extend(img.layers.iter().copied());
+                    r.layers.extend(img.layers);
+                }
+                Err(e) if strict => {
+                    return Err(StoreError::GcRefused(format!(
+                        "record of image {name} ({id}) is unusable: {e}"
+                    )));
+                }
+                Err(_) => {}
+            }
+        }
+        Ok(())
     }
 
     /// Verify one sealed layer: its tree object, and every entry of
@@ -305,7 +333,27 @@ impl Store {
             }
         }
 
-        let reach = self.reach(roots, false)?;
+        let mut layers_of_images = Vec::new();
+        for (name, id) in self.image_names()? {
+            let at = format!("refs/images/{name}");
+            match self.get_image(&id) {
+                Ok(img) => layers_of_images.extend(img.layers),
+                Err(e) => r.problems.push(problem(
+                    at,
+                    format!("names image {id}, whose record is unusable: {e}"),
+                )),
+            }
+        }
+        for layer in layers_of_images {
+            if layers_done.insert(layer) {
+                let (problems, files) = self.verify_layer_counted(&layer)?;
+                r.problems.extend(problems);
+                r.files_checked += files;
+                r.layers_checked += 1;
+            }
+        }
+        let mut reach = self.reach(roots, false)?;
+        self.reach_images(&mut reach, false)?;
         for id in present.difference(&reach.objects) {
             let hex = id.to_hex();
             r.garbage
