@@ -1,0 +1,196 @@
+//! Sandboxes on an image: the system view is the image's root filesystem
+//! (not the host's), the image's environment applies, snapshots and forks
+//! stay on the image, and the warm pool prepares helpers for it.
+
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use arbor_runtime::ExecOptions;
+use arbor_runtime::image::write::{LayoutLayer, tar_dir, write_oci_layout};
+use arbor_runtime::image::{Compression, ImageImport};
+use arbor_runtime::store::ImageConfig;
+
+const HELPER: &str = env!("CARGO_BIN_EXE_arbor-test-helper");
+
+/// The shared objects `bin` loads (from `ldd`), as absolute host paths.
+fn libs_of(bin: &Path) -> Vec<PathBuf> {
+    let out = std::process::Command::new("ldd")
+        .arg(bin)
+        .output()
+        .expect("ldd");
+    String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .filter_map(|l| {
+            let p = match l.split_once("=>") {
+                Some((_, r)) => r.split_whitespace().next()?,
+                None => l.split_whitespace().next()?,
+            };
+            p.starts_with('/').then(|| PathBuf::from(p))
+        })
+        .collect()
+}
+
+/// A minimal root filesystem made of the host's bash and a few coreutils
+/// with their libraries — and nothing else (no python).
+fn minimal_rootfs(dir: &Path) {
+    let copy = |from: &Path, to: &Path| {
+        std::fs::create_dir_all(to.parent().unwrap()).unwrap();
+        std::fs::copy(std::fs::canonicalize(from).unwrap(), to).unwrap();
+    };
+    for tool in ["bash", "cat", "env", "ls", "id", "wc", "sort", "head"] {
+        let host = which(tool);
+        copy(&host, &dir.join("usr/bin").join(tool));
+        for lib in libs_of(&host) {
+            let rel = lib.strip_prefix("/").unwrap();
+            // Merged /usr: keep libraries under usr/, and the interpreter at
+            // the path binaries name (/lib64/ld-linux-…).
+            let rel = if rel.starts_with("lib64") || rel.starts_with("usr") {
+                rel.to_path_buf()
+            } else {
+                Path::new("usr").join(rel)
+            };
+            copy(&lib, &dir.join(rel));
+        }
+    }
+    for (link, target) in [
+        ("bin", "usr/bin"),
+        ("lib", "usr/lib"),
+        ("usr/bin/sh", "bash"),
+    ] {
+        std::os::unix::fs::symlink(target, dir.join(link)).unwrap();
+    }
+    std::fs::create_dir_all(dir.join("etc")).unwrap();
+}
+
+fn which(tool: &str) -> PathBuf {
+    for d in ["/usr/bin", "/bin", "/usr/local/bin"] {
+        let p = Path::new(d).join(tool);
+        if p.exists() {
+            return p;
+        }
+    }
+    panic!("{tool} not found on the host");
+}
+
+fn sh(sb: &mut arbor_runtime::Sandbox, cmd: &str) -> String {
+    let obs = sb.exec(cmd, &ExecOptions::default()).unwrap();
+    assert_eq!(
+        obs.code(),
+        Some(0),
+        "{cmd}: {}",
+        String::from_utf8_lossy(&obs.stderr)
+    );
+    obs.stdout_text()
+}
+
+#[test]
+fn a_sandbox_on_an_image_sees_the_image_not_the_host() {
+    let t = arbor_tests::runtime_with(Path::new(HELPER), |o| o.warm_helpers = 2);
+    let rootfs = t.scratch("rootfs");
+    minimal_rootfs(&rootfs);
+    let top = t.scratch("top");
+    std::fs::create_dir_all(top.join("etc")).unwrap();
+    std::fs::write(top.join("etc/image-id"), "arbor-test-image\n").unwrap();
+    let layout = t.scratch("layout");
+    write_oci_layout(
+        &layout,
+        &[
+            LayoutLayer {
+                tar: tar_dir(&rootfs).unwrap(),
+                compression: Compression::Gzip,
+            },
+            LayoutLayer {
+                tar: tar_dir(&top).unwrap(),
+                compression: Compression::Zstd,
+            },
+        ],
+        &ImageConfig {
+            env: vec!["IMAGE_VAR=from-the-image".into(), "TZ=Europe/Paris".into()],
+            ..ImageConfig::default()
+        },
+        Some("mini:1"),
+    )
+    .unwrap();
+    let img = t
+        .runtime
+        .import_image(&layout, &ImageImport::default())
+        .unwrap();
+    let image = t.runtime.image(&img.name).unwrap();
+    let ws = t.scratch("ws");
+    std::fs::create_dir_all(&ws).unwrap();
+    std::fs::write(ws.join("task.txt"), "do it\n").unwrap();
+    let snap = t
+        .runtime
+        .import_on(&ws, Some("on-image"), Some(&image))
+        .unwrap();
+    assert_eq!(snap.manifest().image, Some(image.id));
+
+    // Control: on the host view, python3 is there (the host has it).
+    let host_snap = t.runtime.import(&ws, None).unwrap();
+    let mut host_sb = host_snap.open().unwrap();
+    assert_eq!(
+        sh(
+            &mut host_sb,
+            "test -e /usr/bin/python3 && echo yes || echo no"
+        ),
+        "yes\n"
+    );
+    assert_eq!(sh(&mut host_sb, "echo ${IMAGE_VAR:-unset}"), "unset\n");
+    drop(host_sb);
+
+    let mut sb = snap.open().unwrap();
+    assert_eq!(sh(&mut sb, "cat /etc/image-id"), "arbor-test-image\n");
+    assert_eq!(
+        sh(&mut sb, "test -e /usr/bin/python3 && echo yes || echo no"),
+        "no\n"
+    );
+    assert_eq!(
+        sh(&mut sb, "ls /usr/bin | sort | head -3"),
+        "bash\ncat\nenv\n"
+    );
+    assert_eq!(
+        sh(&mut sb, "echo $IMAGE_VAR $TZ"),
+        "from-the-image Europe/Paris\n"
+    );
+    assert_eq!(sh(&mut sb, "cat task.txt; id -u"), "do it\n0\n");
+    // The image is read-only; the workspace is not.
+    let obs = sb
+        .exec("echo x > /etc/image-id", &ExecOptions::default())
+        .unwrap();
+    assert_ne!(obs.code(), Some(0), "the image's files are read-only");
+    sh(&mut sb, "echo done > out.txt");
+    let child = sb.snapshot().unwrap();
+    assert_eq!(
+        child.manifest().image,
+        Some(image.id),
+        "snapshots stay on the image"
+    );
+    drop(sb);
+
+    // Forks of the child are on the image, and the pool prepares their helpers.
+    assert_eq!(
+        t.runtime
+            .warm_up_image(&image, Duration::from_secs(30))
+            .unwrap(),
+        2
+    );
+    let mut forks = child.fork(3).unwrap();
+    for f in &mut forks {
+        assert_eq!(
+            sh(f, "cat out.txt /etc/image-id"),
+            "done\narbor-test-image\n"
+        );
+    }
+    drop(forks);
+    // The image and the snapshots on it survive gc; fsck checks its layers.
+    t.runtime.store().gc().unwrap();
+    let f = t.runtime.store().fsck().unwrap();
+    assert!(f.is_clean(), "{:?}", f.problems);
+    // Removing the name keeps what a snapshot still uses (gc unlisted the
+    // untagged child: the tagged root is the one user left).
+    let (_, users) = t.runtime.remove_image("mini:1").unwrap();
+    assert_eq!(users, 1);
+    t.runtime.store().gc().unwrap();
+    let mut again = t.runtime.resolve("on-image").unwrap().open().unwrap();
+    assert_eq!(sh(&mut again, "cat /etc/image-id"), "arbor-test-image\n");
+}
