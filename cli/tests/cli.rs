@@ -1076,3 +1076,74 @@ fn exec_with_several_arguments_runs_them_as_an_argv() {
         Some(5)
     );
 }
+
+#[test]
+fn image_import_ls_show_import_on_it_and_rm() {
+    use arbor_runtime::image::Compression;
+    use arbor_runtime::image::write::{LayoutLayer, tar_dir, write_oci_layout};
+    let env = Env::new();
+    let root = env.path("rootfs");
+    fs::create_dir_all(root.join("etc")).unwrap();
+    fs::write(root.join("etc/os-release"), "ID=tiny\n").unwrap();
+    let layout = env.path("layout");
+    let config = arbor_runtime::store::ImageConfig {
+        env: vec!["A=1".into()],
+        ..Default::default()
+    };
+    let layer = LayoutLayer {
+        tar: tar_dir(&root).unwrap(),
+        compression: Compression::Gzip,
+    };
+    write_oci_layout(&layout, &[layer], &config, None).unwrap();
+    let l = layout.to_str().unwrap();
+    let imported = env.json(&["image", "import", l, "--tag", "tiny:1"]);
+    assert_eq!(imported["name"], "tiny:1");
+    assert_eq!(imported["layers"], 1);
+    assert_eq!(imported["format"], "oci-layout");
+    let again = env.json(&["image", "import", l, "--tag", "tiny:2"]);
+    assert_eq!(again["image"], imported["image"], "same content, same id");
+    assert_eq!(again["layers_new"], 0);
+    let ls = env.json(&["image", "ls"]);
+    assert_eq!(ls.as_array().map(Vec::len), Some(2), "{ls}");
+    let show = env.ok(&["image", "show", "tiny:1"]);
+    assert!(
+        show.contains("env A=1") && show.contains("tiny:1, tiny:2"),
+        "{show}"
+    );
+    // A workspace on the image records it.
+    let src = env.path("ws");
+    fs::create_dir_all(&src).unwrap();
+    fs::write(src.join("f"), "x").unwrap();
+    let snap = env.json(&["import", src.to_str().unwrap(), "--image", "tiny:1"]);
+    assert_eq!(snap["image"], imported["image"]);
+    // Bad input: an unknown image, a corrupt blob; the store stays clean.
+    let out = env.run(&["import", src.to_str().unwrap(), "--image", "nope"]);
+    assert!(!out.status.success());
+    assert!(
+        describe(&out).contains("no image named \"nope\""),
+        "{}",
+        describe(&out)
+    );
+    let blob = fs::read_dir(layout.join("blobs/sha256"))
+        .unwrap()
+        .flatten()
+        .max_by_key(|e| e.metadata().unwrap().len())
+        .unwrap()
+        .path();
+    let mut b = fs::read(&blob).unwrap();
+    let mid = b.len() / 2;
+    b[mid] ^= 1;
+    fs::write(&blob, b).unwrap();
+    let out = env.run(&["image", "import", l, "--tag", "bad"]);
+    assert!(!out.status.success());
+    assert!(
+        describe(&out).contains("digest mismatch"),
+        "{}",
+        describe(&out)
+    );
+    let fsck = env.json(&["fsck"]);
+    assert_eq!(fsck["problems"].as_array().map(Vec::len), Some(0), "{fsck}");
+    env.ok(&["image", "rm", "tiny:2"]);
+    let ls = env.json(&["image", "ls"]);
+    assert_eq!(ls.as_array().map(Vec::len), Some(1), "{ls}");
+}
