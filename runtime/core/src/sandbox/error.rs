@@ -90,6 +90,9 @@ pub enum SandboxError {
     /// A lock was poisoned by a panicking thread.
     #[error("{0} lock poisoned")]
     Poisoned(&'static str),
+    /// An egress allowlist was refused.
+    #[error("egress: {0}")]
+    Egress(String),
     /// A file operation failed inside the sandbox (missing file, hostile path, ...).
     #[error("{0}")]
     File(String),

@@ -109,6 +109,9 @@ pub struct Observation {
     pub digest: ObservationDigest,
     /// How the action's peer ended, when it had one (not part of the digest).
     pub peer: Option<PeerResult>,
+    /// Connections the action made through the egress proxy (allowed and
+    /// refused); empty without an allowlist. Not part of the digest.
+    pub egress: Vec<super::egress::EgressEvent>,
 }
 
 impl Observation {
@@ -221,6 +224,7 @@ impl Sandbox {
             killed_background: result.killed_background,
             digest,
             peer: result.peer,
+            egress: self.egress_log(),
         })
     }
 

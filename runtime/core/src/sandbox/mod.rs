@@ -17,6 +17,7 @@
 
 mod channel;
 mod declare;
+pub mod egress;
 pub mod env;
 mod error;
 mod exec;
@@ -75,6 +76,8 @@ pub struct Sandbox {
     killed_background: Vec<String>,
     /// The image whose root filesystem the sandbox sees (`None`: the host's).
     image: Option<std::sync::Arc<crate::image::Image>>,
+    /// The egress proxy, when the sandbox was given an allowlist.
+    egress: Option<egress::EgressProxy>,
     /// The tree of the private changes, when nothing was done since it was computed.
     delta_cache: Option<(Tree, ObjectId)>,
     /// Objects that pending observations and actions refer to (captured
@@ -189,6 +192,7 @@ impl Sandbox {
             pending: Vec::new(),
             killed_background: Vec::new(),
             image,
+            egress: None,
             delta_cache: None,
             unwritten: Vec::new(),
         })
@@ -202,10 +206,64 @@ impl Sandbox {
     /// The fixed environment of this sandbox's actions: Arbor's, with the
     /// image's `Env` on top when it runs on an image.
     pub fn fixed_env(&self) -> Vec<(String, String)> {
-        match &self.image {
+        let mut fixed = match &self.image {
             Some(img) => img.fixed_env(),
             None => env::fixed_env(),
+        };
+        if self.egress.is_some() {
+            let url = egress::proxy_url();
+            for k in ["HTTP_PROXY", "HTTPS_PROXY", "http_proxy", "https_proxy"] {
+                fixed.retain(|(ek, _)| ek != k);
+                fixed.push((k.to_owned(), url.clone()));
+            }
         }
+        fixed
+    }
+
+    /// Let the sandbox reach exactly these host names (by name; IP literals
+    /// and names resolving to loopback or link-local addresses are refused)
+    /// through an HTTP proxy outside it, at `127.0.0.1:3128` inside, with
+    /// `HTTP(S)_PROXY` set for every later action. Without this call the
+    /// sandbox has loopback only and nothing listens on that port. Each
+    /// action's connections come back in [`Observation::egress`]. Not
+    /// inherited by snapshots or forks (it is the sandbox's, not state).
+    pub fn allow_egress(&mut self, hosts: &[String]) -> Result<()> {
+        let mut allow = Vec::new();
+        for h in hosts {
+            allow.push(egress::check_host_name(h).map_err(SandboxError::Egress)?);
+        }
+        if let Some(p) = &self.egress {
+            if p.allow() == allow.as_slice() {
+                return Ok(());
+            }
+            return Err(SandboxError::Egress(
+                "this sandbox already has an allowlist; open a new sandbox for another".into(),
+            ));
+        }
+        let socket = self.run_dir.join("egress.sock");
+        let proxy = egress::EgressProxy::start(&socket, allow)
+            .map_err(|e| SandboxError::io("start the egress proxy on", &socket, e))?;
+        match self.helper.request(&Request::Egress {
+            socket,
+            port: egress::PROXY_PORT,
+        })? {
+            Response::Ok => {}
+            other => return Err(self.helper.unexpected(other)),
+        }
+        self.egress = Some(proxy);
+        Ok(())
+    }
+
+    /// The allowlist, if the sandbox has one.
+    pub fn egress_allowlist(&self) -> Option<&[String]> {
+        self.egress.as_ref().map(|p| p.allow())
+    }
+
+    pub(super) fn egress_log(&self) -> Vec<egress::EgressEvent> {
+        self.egress
+            .as_ref()
+            .map(|p| p.take_log())
+            .unwrap_or_default()
     }
 
     /// Forget what actions did to the session (exported variables, unsets,

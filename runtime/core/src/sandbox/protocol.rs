@@ -158,6 +158,14 @@ pub enum Request {
     /// A host-side file operation on `/workspace`, performed as the
     /// sandbox's root through a capability handle rooted at the workspace.
     File(FileOp),
+    /// Forward `127.0.0.1:port` inside the sandbox to the egress proxy's
+    /// Unix socket `socket` (outside); see `sandbox::egress`.
+    Egress {
+        /// The proxy's socket (below the store root).
+        socket: PathBuf,
+        /// The port inside.
+        port: u16,
+    },
     /// Exit cleanly.
     Shutdown,
 }

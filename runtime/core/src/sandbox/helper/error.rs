@@ -21,6 +21,8 @@ pub enum Op {
     Mount,
     /// The overlay mount (`fsopen`/`fsconfig`/`fsmount`/`move_mount`).
     MountOverlay,
+    /// Starting the egress forwarder (binding its loopback port).
+    Forwarder,
     /// `statvfs(2)` of a bind mount (for the flags a remount must keep).
     Statvfs,
     /// `umount2(2)`.
@@ -94,6 +96,7 @@ impl fmt::Display for Op {
             Self::OpenStore => "open store",
             Self::Mount => "mount",
             Self::MountOverlay => "mount overlay",
+            Self::Forwarder => "start the egress forwarder",
             Self::Statvfs => "statvfs",
             Self::Umount => "umount",
             Self::PivotRoot => "pivot_root",

@@ -45,6 +45,10 @@ pub(crate) enum Call {
         lowers: Vec<PathBuf>,
         target: PathBuf,
     },
+    Forwarder {
+        socket: PathBuf,
+        port: u16,
+    },
     Umount {
         target: PathBuf,
         flags: MntFlags,
@@ -136,6 +140,10 @@ impl Call {
                 upper: g(upper),
                 work: g(work),
                 target: g(target),
+            },
+            Self::Forwarder { socket, port } => Self::Forwarder {
+                socket: g(socket),
+                port: *port,
             },
             Self::MountOverlayReadOnly { lowers, target } => Self::MountOverlayReadOnly {
                 lowers: lowers.iter().map(g).collect(),
@@ -280,6 +288,14 @@ impl Syscalls for Recorder {
             target: target.to_owned(),
         });
         self.fails(Op::MountOverlay, target)
+    }
+
+    fn start_forwarder(&mut self, socket: &Path, port: u16, _keep: &[i32]) -> Result<()> {
+        self.calls.push(Call::Forwarder {
+            socket: socket.to_owned(),
+            port,
+        });
+        self.fails(Op::Forwarder, socket)
     }
 
     fn umount(&mut self, target: &Path, flags: MntFlags) -> Result<()> {

@@ -149,6 +149,7 @@ fn serve() -> Result<()> {
             Request::UnmountWorkspace => helper.unmount_workspace().map(|()| Response::Ok),
             Request::MountWorkspace(ws) => helper.mount_workspace(&ws).map(|()| Response::Ok),
             Request::File(op) => helper.file_op(&op).map(Response::File),
+            Request::Egress { socket, port } => helper.egress(&socket, port).map(|()| Response::Ok),
         };
         let resp = resp.unwrap_or_else(|error| Response::Error { error });
         super::protocol::write_frame(&mut output, &resp).map_err(|e| protocol_err(&e))?;
@@ -191,6 +192,12 @@ impl<S: Syscalls> Helper<S> {
                 dir: self.via_store(dir),
             },
         }
+    }
+
+    fn egress(&mut self, socket: &Path, port: u16) -> Result<()> {
+        let socket = self.via_store(socket);
+        let keep: Vec<i32> = self.store.iter().map(|(fd, _)| fd.as_raw_fd()).collect();
+        self.sys.start_forwarder(&socket, port, &keep)
     }
 
     fn unshare(&mut self) -> Result<()> {

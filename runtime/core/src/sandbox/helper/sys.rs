@@ -87,6 +87,11 @@ pub(crate) trait Syscalls {
     /// A read-only overlay of `lowers` (topmost first, at least two) at
     /// `target`, `nosuid,nodev`: an image's root filesystem.
     fn mount_overlay_read_only(&mut self, lowers: &[PathBuf], target: &Path) -> Result<()>;
+    /// Listen on `127.0.0.1:port` (of the sandbox's network namespace) and
+    /// forward every connection to the Unix socket `socket`, in a child
+    /// process that dies with the helper; `keep` are descriptors the child
+    /// needs (the store's, through which `socket` is reached).
+    fn start_forwarder(&mut self, socket: &Path, port: u16, keep: &[i32]) -> Result<()>;
     /// `umount2(target, flags)`.
     fn umount(&mut self, target: &Path, flags: MntFlags) -> Result<()>;
     /// `pivot_root(new_root, put_old)`.
@@ -210,6 +215,24 @@ impl Syscalls for Linux {
                 | MountAttrFlags::MOUNT_ATTR_NOSUID
                 | MountAttrFlags::MOUNT_ATTR_NODEV,
         )
+    }
+
+    fn start_forwarder(&mut self, socket: &Path, port: u16, keep: &[i32]) -> Result<()> {
+        let listener = std::net::TcpListener::bind(("127.0.0.1", port))
+            .map_err(|e| HelperError::io(Op::Forwarder, None, &e))?;
+        match fork()? {
+            ForkResult::Child => {
+                let _ = rustix::process::set_parent_process_death_signal(Some(
+                    rustix::process::Signal::KILL,
+                ));
+                let mut k = keep.to_vec();
+                k.extend([2, listener.as_raw_fd()]);
+                let _ = close_all_except(&k);
+                forward(&listener, socket);
+                exit_now(0)
+            }
+            ForkResult::Parent { .. } => Ok(()),
+        }
     }
 
     fn umount(&mut self, target: &Path, flags: MntFlags) -> Result<()> {
@@ -568,4 +591,30 @@ fn overlay(
         MoveMountFlags::MOVE_MOUNT_F_EMPTY_PATH,
     )
     .map_err(overlay_err(target))
+}
+
+/// The forwarder's loop: each connection to `listener` is spliced to a new
+/// connection to the Unix socket `socket` (the proxy outside).
+fn forward(listener: &std::net::TcpListener, socket: &Path) {
+    for conn in listener.incoming() {
+        let Ok(tcp) = conn else { continue };
+        let socket = socket.to_owned();
+        // This process never forks, so threads are safe here.
+        let _ = std::thread::Builder::new().spawn(move || {
+            let Ok(unix) = std::os::unix::net::UnixStream::connect(&socket) else {
+                return;
+            };
+            let (Ok(mut t2), Ok(mut u2)) = (tcp.try_clone(), unix.try_clone()) else {
+                return;
+            };
+            let up = std::thread::spawn(move || {
+                let _ = io::copy(&mut t2, &mut u2);
+                let _ = u2.shutdown(std::net::Shutdown::Write);
+            });
+            let (mut t, mut u) = (tcp, unix);
+            let _ = io::copy(&mut u, &mut t);
+            let _ = t.shutdown(std::net::Shutdown::Write);
+            let _ = up.join();
+        });
+    }
 }
