@@ -82,6 +82,14 @@ pub enum Command {
         /// Wall-clock limit in seconds; the whole process tree is killed when it passes.
         #[arg(long, value_name = "S", default_value_t = DEFAULT_TIMEOUT_S, value_parser = parse_timeout)]
         timeout: f64,
+        /// Let the command reach exactly these host names through Arbor's
+        /// egress proxy (HTTP(S)_PROXY is set); every connection is listed.
+        #[arg(
+            long = "allow-host",
+            value_name = "HOST[,HOST...]",
+            value_delimiter = ','
+        )]
+        allow_host: Vec<String>,
         /// The command, after `--`.
         #[arg(last = true, required = true, value_name = "CMD")]
         command: Vec<String>,
@@ -511,7 +519,9 @@ mod tests {
                 command,
                 timeout,
                 tag,
+                allow_host,
             } => {
+                assert!(allow_host.is_empty());
                 assert_eq!(snapshot, "base");
                 assert!(commit);
                 assert_eq!(command, ["echo", "-n", "x"]);

@@ -112,13 +112,28 @@ pub async fn create(
             };
             let reservation = st.reserve(&view.name, 1)?;
             let (st2, view2) = (Arc::clone(&st), Arc::clone(&view));
+            let allow = req.allow_hosts;
             let live = blocking(move || {
-                let sandbox = snap.open()?;
+                let mut sandbox = snap.open()?;
+                if !allow.is_empty() {
+                    sandbox
+                        .native_mut()
+                        .ok_or_else(|| {
+                            ApiError::conflict("a WebAssembly session has no network (allow_hosts)")
+                        })?
+                        .allow_egress(&allow)
+                        .map_err(|e| ApiError::bad_request(e.to_string()))?;
+                }
                 st2.live(&view2.name, *snap.id(), sandbox, None, None, req.ttl_s)
             })
             .await?;
             st.admit(vec![Arc::clone(&live)], reservation);
             live
+        }
+        (None, Some(_)) if !req.allow_hosts.is_empty() => {
+            return Err(ApiError::bad_request(
+                "allow_hosts is for snapshot sandboxes; a task's network is the task's",
+            ));
         }
         (None, Some(task)) => {
             let reservation = st.reserve(&view.name, 1)?;
@@ -320,6 +335,7 @@ fn exec_result(r: &StepResult) -> ExecResult {
         timed_out: r.outcome.exit_status() == ExitStatus::Timeout,
         outcome: r.outcome.label(),
         killed_background: r.killed_background.clone(),
+        egress: r.egress.clone(),
     }
 }
 
@@ -357,6 +373,7 @@ fn run(
                 timed_out: t.timed_out,
                 outcome: t.outcome,
                 killed_background: Vec::new(),
+                egress: Vec::new(),
             }
         }
     };

@@ -63,6 +63,11 @@ pub struct ExecResult {
     pub outcome: String,
     /// Background processes killed when it ended.
     pub killed_background: Vec<String>,
+    /// Connections through the egress proxy (sandboxes with `allow_hosts`):
+    /// `method`, `host`, `port`, `allowed`, `reason`, `bytes_out`, `bytes_in`.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[schema(value_type = Vec<Object>)]
+    pub egress: Vec<arbor_runtime::sandbox::egress::EgressEvent>,
 }
 
 /// An exec request: `command` (a shell string) or `argv`.
@@ -123,6 +128,11 @@ pub struct CreateSandbox {
     pub task: Option<String>,
     /// Seconds until it is closed (default: the server's `--ttl`).
     pub ttl_s: Option<f64>,
+    /// Host names the sandbox may reach through Arbor's egress proxy
+    /// (`HTTP(S)_PROXY` is set inside; IP literals are refused). Without
+    /// it the sandbox has loopback only. Snapshot sandboxes only.
+    #[serde(default)]
+    pub allow_hosts: Vec<String>,
 }
 
 /// A fork request.

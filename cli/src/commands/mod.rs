@@ -62,8 +62,17 @@ pub fn run(ctx: &Ctx, command: Command) -> Result<i32> {
             commit,
             tag,
             timeout,
+            allow_host,
             command,
-        } => steps::exec(ctx, &snapshot, commit, tag.as_deref(), timeout, &command),
+        } => steps::exec(
+            ctx,
+            &snapshot,
+            commit,
+            tag.as_deref(),
+            timeout,
+            &allow_host,
+            &command,
+        ),
         Command::Fanout {
             snapshot,
             commands,

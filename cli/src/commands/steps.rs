@@ -106,6 +106,8 @@ struct StepJson {
     fuel: Option<u64>,
     duration_ms: f64,
     killed_background: Vec<String>,
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    egress: Vec<arbor_runtime::sandbox::egress::EgressEvent>,
 }
 
 impl From<StepResult> for StepJson {
@@ -118,6 +120,7 @@ impl From<StepResult> for StepJson {
             fuel: r.fuel,
             duration_ms: r.duration.as_secs_f64() * 1e3,
             killed_background: r.killed_background,
+            egress: r.egress,
             outcome: r.outcome,
         }
     }
@@ -175,6 +178,7 @@ pub(super) fn exec(
     commit: bool,
     tag: Option<&str>,
     timeout_s: f64,
+    allow_hosts: &[String],
     words: &[String],
 ) -> Result<i32> {
     if words.join(" ").trim().is_empty() {
@@ -187,6 +191,14 @@ pub(super) fn exec(
     let command = base.backend().step_text(words);
     let options = ExecOptions::with_timeout_ms(timeout_ms(timeout_s));
     let mut sandbox = base.open()?;
+    if !allow_hosts.is_empty() {
+        sandbox
+            .native_mut()
+            .ok_or_else(|| {
+                UsageError("a WebAssembly session has no network (--allow-host)".into())
+            })?
+            .allow_egress(allow_hosts)?;
+    }
     let result = sandbox.run(&command, &options)?;
     let committed = if commit {
         let new = sandbox.snapshot()?;
@@ -212,6 +224,22 @@ pub(super) fn exec(
     }
     output::stdout_bytes(&result.stdout)?;
     output::stderr_bytes(&result.stderr)?;
+    for e in &result.egress {
+        note(
+            false,
+            &format!(
+                "egress: {} {}:{} {}",
+                e.method,
+                e.host,
+                e.port,
+                match &e.reason {
+                    Some(r) if !e.allowed => format!("refused ({r})"),
+                    Some(r) => format!("allowed, failed ({r})"),
+                    None => format!("allowed ({} B out, {} B in)", e.bytes_out, e.bytes_in),
+                }
+            ),
+        )?;
+    }
     step_notes(&result, Duration::from_secs_f64(timeout_s))?;
     if let Some(id) = committed {
         note_committed(&id, tag)?;

@@ -403,3 +403,35 @@ def test_import_refuses_what_it_cannot_send(alice: arbor.Client, tmp_path: Path)
     os.mkfifo(odd / "fifo")
     with pytest.raises(ValueError, match="fifo"):
         alice.import_dir(odd)
+
+
+FETCH = (
+    "import urllib.request, sys\n"
+    "try:\n"
+    "    r = urllib.request.urlopen(sys.argv[1], timeout=30)\n"
+    "    print('status', r.status)\n"
+    "except Exception as e:\n"
+    "    print('refused', e)\n"
+)
+
+
+def test_allow_hosts_lets_exactly_those_names_out(alice: arbor.Client, base: arbor.Snapshot) -> None:
+    # Without an allowlist, the proxy's port is closed and nothing is logged.
+    with alice.sandbox(base) as sb:
+        sb.write("fetch.py", FETCH.encode())
+        r = sb.exec("python3 fetch.py https://pypi.org/simple/six/")
+        assert r.stdout.startswith("refused"), r.stdout
+        assert r.egress == []
+    with alice.sandbox(base, allow_hosts=["pypi.org"]) as sb:
+        sb.write("fetch.py", FETCH.encode())
+        r = sb.exec("python3 fetch.py https://pypi.org/simple/six/")
+        assert r.stdout == "status 200\n", (r.stdout, r.stderr, r.egress)
+        assert [(e["host"], e["allowed"]) for e in r.egress] == [("pypi.org", True)]
+        r = sb.exec("python3 fetch.py https://example.com/")
+        assert r.stdout.startswith("refused") and "403" in r.stdout, r.stdout
+        assert r.egress[0]["host"] == "example.com" and not r.egress[0]["allowed"]
+    with pytest.raises(arbor.BadRequest) as e:
+        alice.sandbox(base, allow_hosts=["10.1.2.3"])
+    assert "IP literal" in str(e.value)
+    with pytest.raises(TypeError):
+        alice.sandbox(base, allow_hosts="pypi.org")

@@ -127,13 +127,19 @@ def fork_body(n: int, ttl: float | None) -> dict[str, Any]:
     return body
 
 
-def create_sandbox_body(snapshot: object | None, task: str | None, ttl: float | None) -> dict[str, Any]:
+def create_sandbox_body(
+    snapshot: object | None, task: str | None, ttl: float | None, allow_hosts: Sequence[str] = ()
+) -> dict[str, Any]:
     """The body of ``POST /v1/sandboxes``: exactly one of a snapshot and a task."""
     if (snapshot is None) == (task is None):
         raise TypeError("give exactly one of a snapshot (id, prefix, tag or Snapshot) and task=")
+    if isinstance(allow_hosts, str):
+        raise TypeError("allow_hosts is a list of host names, not one string")
     body: dict[str, Any] = {"task": task} if task is not None else {"snapshot": snapshot_ref(snapshot)}
     if ttl is not None:
         body["ttl_s"] = ttl
+    if allow_hosts:
+        body["allow_hosts"] = list(allow_hosts)
     return body
 
 
@@ -293,9 +299,11 @@ def replay(ref: object, strict: bool) -> Req:
     return Req("POST", f"/v1/snapshots/{seg(snapshot_ref(ref))}/replay", json={"strict": strict}, read_timeout=None)
 
 
-def create_sandbox(snapshot: object | None, task: str | None, ttl: float | None) -> Req:
+def create_sandbox(
+    snapshot: object | None, task: str | None, ttl: float | None, allow_hosts: Sequence[str] = ()
+) -> Req:
     """``POST /v1/sandboxes``."""
-    return Req("POST", "/v1/sandboxes", json=create_sandbox_body(snapshot, task, ttl))
+    return Req("POST", "/v1/sandboxes", json=create_sandbox_body(snapshot, task, ttl, allow_hosts))
 
 
 def list_sandboxes() -> Req:

@@ -432,10 +432,15 @@ class AsyncClient:
     # Sandboxes.
 
     async def sandbox(
-        self, snapshot: AsyncSnapshot | str | None = None, *, task: str | None = None, ttl: float | None = None
+        self,
+        snapshot: AsyncSnapshot | str | None = None,
+        *,
+        task: str | None = None,
+        ttl: float | None = None,
+        allow_hosts: Sequence[str] = (),
     ) -> AsyncSandbox:
         """Open a sandbox on a snapshot or a task (see :meth:`arbor.Client.sandbox`)."""
-        return self._sandbox(await self._json(_api.create_sandbox(snapshot, task, ttl)))
+        return self._sandbox(await self._json(_api.create_sandbox(snapshot, task, ttl, allow_hosts)))
 
     async def sandboxes(self) -> list[AsyncSandbox]:
         """The tenant's open sandboxes."""

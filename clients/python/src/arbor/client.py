@@ -463,7 +463,12 @@ class Client:
     # Sandboxes.
 
     def sandbox(
-        self, snapshot: Snapshot | str | None = None, *, task: str | None = None, ttl: float | None = None
+        self,
+        snapshot: Snapshot | str | None = None,
+        *,
+        task: str | None = None,
+        ttl: float | None = None,
+        allow_hosts: Sequence[str] = (),
     ) -> Sandbox:
         """Open a sandbox on a snapshot (object, id, prefix or tag) or on a task's start.
 
@@ -471,8 +476,10 @@ class Client:
             snapshot: The state to open.
             task: Or a task id: a task sandbox, whose steps are counted and verified.
             ttl: Seconds until the server closes it (default: the server's ``--ttl``).
+            allow_hosts: Host names the sandbox may reach through Arbor's egress proxy
+                (``HTTP(S)_PROXY`` is set inside); without them it has loopback only.
         """
-        return self._sandbox(self._json(_api.create_sandbox(snapshot, task, ttl)))
+        return self._sandbox(self._json(_api.create_sandbox(snapshot, task, ttl, allow_hosts)))
 
     def sandboxes(self) -> list[Sandbox]:
         """The tenant's open sandboxes."""

@@ -27,6 +27,8 @@ class ExecResult:
         timed_out: Whether the timeout ended it.
         outcome: The backend's label of the outcome (``0``, ``timeout``, ``signal 9``, ...).
         killed_background: Command lines of background processes killed when it ended.
+        egress: Connections through the egress proxy (sandboxes opened with ``allow_hosts``),
+            each ``{"method", "host", "port", "allowed", "reason", "bytes_out", "bytes_in"}``.
     """
 
     exit_code: int
@@ -36,6 +38,7 @@ class ExecResult:
     timed_out: bool
     outcome: str
     killed_background: list[str] = field(default_factory=list)
+    egress: list[dict[str, Any]] = field(default_factory=list)
 
     @classmethod
     def from_json(cls, d: dict[str, Any]) -> ExecResult:
@@ -48,6 +51,7 @@ class ExecResult:
             timed_out=bool(d.get("timed_out", False)),
             outcome=str(d.get("outcome", "")),
             killed_background=[str(x) for x in d.get("killed_background", [])],
+            egress=[dict(x) for x in d.get("egress", [])],
         )
 
     @property

@@ -226,7 +226,7 @@ fn admit(host: &str, port: u16, allow: &[String]) -> Result<Vec<std::net::Socket
         return Err("IP literals are refused; ask for a host name on the allowlist".into());
     }
     let name = check_host_name(host)?;
-    if !allow.iter().any(|a| *a == name) {
+    if !allow.contains(&name) {
         return Err(format!("{name} is not on this sandbox's allowlist"));
     }
     let addrs: Vec<_> = (name.as_str(), port)

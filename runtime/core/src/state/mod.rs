@@ -472,6 +472,7 @@ impl AnySandbox {
                     killed_background: o.killed_background,
                     fuel: None,
                     dropped: [0, 0],
+                    egress: o.egress,
                 })
             }
             #[cfg(feature = "wasm")]
@@ -497,6 +498,7 @@ impl AnySandbox {
                     killed_background: Vec::new(),
                     fuel: Some(r.fuel),
                     dropped: r.dropped,
+                    egress: Vec::new(),
                 })
             }
         }

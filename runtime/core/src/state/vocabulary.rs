@@ -152,6 +152,8 @@ pub struct StepResult {
     /// Bytes of stdout and stderr dropped past a session's output cap
     /// (native output carries its own truncation mark).
     pub dropped: [u64; 2],
+    /// Connections through the egress proxy (native sandboxes with an allowlist).
+    pub egress: Vec<crate::sandbox::egress::EgressEvent>,
 }
 
 impl StepResult {
