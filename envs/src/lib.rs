@@ -34,5 +34,5 @@ pub mod verifier;
 pub use arbor_rollout as rollout;
 pub use prepared::{PreparedTask, environment, prepare};
 pub use suite::Suite;
-pub use task::{TaskError, TaskSpec};
+pub use task::{TaskError, TaskImage, TaskSpec};
 pub use verifier::TaskEnv;

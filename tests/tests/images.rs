@@ -2,74 +2,24 @@
 //! (not the host's), the image's environment applies, snapshots and forks
 //! stay on the image, and the warm pool prepares helpers for it.
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::time::Duration;
 
 use arbor_runtime::ExecOptions;
-use arbor_runtime::image::write::{LayoutLayer, tar_dir, write_oci_layout};
+use arbor_runtime::image::write::{LayoutLayer, rootfs_of_host_tools, tar_dir, write_oci_layout};
 use arbor_runtime::image::{Compression, ImageImport};
 use arbor_runtime::store::ImageConfig;
 
 const HELPER: &str = env!("CARGO_BIN_EXE_arbor-test-helper");
 
-/// The shared objects `bin` loads (from `ldd`), as absolute host paths.
-fn libs_of(bin: &Path) -> Vec<PathBuf> {
-    let out = std::process::Command::new("ldd")
-        .arg(bin)
-        .output()
-        .expect("ldd");
-    String::from_utf8_lossy(&out.stdout)
-        .lines()
-        .filter_map(|l| {
-            let p = match l.split_once("=>") {
-                Some((_, r)) => r.split_whitespace().next()?,
-                None => l.split_whitespace().next()?,
-            };
-            p.starts_with('/').then(|| PathBuf::from(p))
-        })
-        .collect()
-}
-
-/// A minimal root filesystem made of the host's bash and a few coreutils
-/// with their libraries — and nothing else (no python).
+/// A minimal root filesystem of the host's bash and a few coreutils with
+/// their libraries — and nothing else (no python).
 fn minimal_rootfs(dir: &Path) {
-    let copy = |from: &Path, to: &Path| {
-        std::fs::create_dir_all(to.parent().unwrap()).unwrap();
-        std::fs::copy(std::fs::canonicalize(from).unwrap(), to).unwrap();
-    };
-    for tool in ["bash", "cat", "env", "ls", "id", "wc", "sort", "head"] {
-        let host = which(tool);
-        copy(&host, &dir.join("usr/bin").join(tool));
-        for lib in libs_of(&host) {
-            let rel = lib.strip_prefix("/").unwrap();
-            // Merged /usr: keep libraries under usr/, and the interpreter at
-            // the path binaries name (/lib64/ld-linux-…).
-            let rel = if rel.starts_with("lib64") || rel.starts_with("usr") {
-                rel.to_path_buf()
-            } else {
-                Path::new("usr").join(rel)
-            };
-            copy(&lib, &dir.join(rel));
-        }
-    }
-    for (link, target) in [
-        ("bin", "usr/bin"),
-        ("lib", "usr/lib"),
-        ("usr/bin/sh", "bash"),
-    ] {
-        std::os::unix::fs::symlink(target, dir.join(link)).unwrap();
-    }
-    std::fs::create_dir_all(dir.join("etc")).unwrap();
-}
-
-fn which(tool: &str) -> PathBuf {
-    for d in ["/usr/bin", "/bin", "/usr/local/bin"] {
-        let p = Path::new(d).join(tool);
-        if p.exists() {
-            return p;
-        }
-    }
-    panic!("{tool} not found on the host");
+    rootfs_of_host_tools(
+        dir,
+        &["bash", "cat", "env", "ls", "id", "wc", "sort", "head"],
+    )
+    .unwrap();
 }
 
 fn sh(sb: &mut arbor_runtime::Sandbox, cmd: &str) -> String {

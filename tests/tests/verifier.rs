@@ -285,3 +285,79 @@ fn a_git_workspace_with_history_beyond_its_base_fails_validation() {
         );
     }
 }
+
+/// An image with the host's python3 and its standard library (no
+/// site-packages), a marker file, and nothing else.
+fn python_image(rt: &TestRuntime, name: &str) {
+    use arbor_runtime::image::write::{
+        LayoutLayer, rootfs_of_host_tools, tar_dir, write_oci_layout,
+    };
+    let root = rt.dir.path().join("py-rootfs");
+    rootfs_of_host_tools(&root, &["bash", "python3", "cat", "ls", "env", "git"]).unwrap();
+    let stdlib = std::fs::canonicalize("/usr/bin/python3").unwrap();
+    let ver = stdlib.file_name().unwrap().to_str().unwrap().to_owned(); // python3.11
+    let src = Path::new("/usr/lib").join(&ver);
+    let dst = root.join("usr/lib").join(&ver);
+    let st = std::process::Command::new("cp")
+        .args(["-a", "--no-preserve=ownership"])
+        .arg(&src)
+        .arg(&dst)
+        .status()
+        .unwrap();
+    assert!(st.success());
+    let _ = std::fs::remove_dir_all(dst.join("dist-packages"));
+    std::fs::write(root.join("etc/image-marker"), "on-the-image\n").unwrap();
+    let layout = rt.dir.path().join("py-layout");
+    let layer = LayoutLayer {
+        tar: tar_dir(&root).unwrap(),
+        compression: arbor_runtime::image::Compression::Zstd,
+    };
+    write_oci_layout(&layout, &[layer], &Default::default(), None).unwrap();
+    rt.runtime
+        .import_image(
+            &layout,
+            &arbor_runtime::image::ImageImport {
+                name: Some(name.into()),
+                ..Default::default()
+            },
+        )
+        .unwrap();
+}
+
+#[test]
+fn a_task_on_an_image_runs_and_is_verified_inside_it() {
+    let rt = runtime(Path::new(HELPER));
+    // A task naming an image that is not there is refused by name.
+    let dir = write_task(
+        rt.dir.path(),
+        "calc-img",
+        &format!("image = \"pyimg:1\"\n{LIMITS}"),
+        "",
+    );
+    let e = TaskEnv::prepare(&rt.runtime, TaskSpec::load(&dir).unwrap())
+        .err()
+        .expect("no such image yet")
+        .to_string();
+    assert!(
+        e.contains("pyimg:1") && e.contains("arbor image import"),
+        "{e}"
+    );
+    python_image(&rt, "pyimg:1");
+    let env = prepare(&rt, &dir);
+    let image = rt.runtime.image("pyimg:1").unwrap();
+    assert_eq!(env.root().manifest().image, Some(image.id));
+    // The agent's steps see the image (control: the host has no such file).
+    assert!(!Path::new("/etc/image-marker").exists());
+    let (_, steps) = env
+        .run(&[AgentAction::exec(
+            "cat /etc/image-marker; python3 -c 'import sys; print(sys.prefix)'",
+        )])
+        .unwrap();
+    let text = format!("{:?}", steps[0]);
+    assert!(text.contains("on-the-image"), "{text}");
+    // The hidden checks run there too, and grade as on the host.
+    let v = env.run_and_verify(&gold()).unwrap();
+    assert_eq!(v.reward, Some(1.0), "{}", v.summary());
+    let v = env.run_and_verify(&[]).unwrap();
+    assert_eq!(v.reward, Some(0.0), "{}", v.summary());
+}

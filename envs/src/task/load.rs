@@ -23,6 +23,8 @@ pub(super) struct RawTask {
     pub(super) workspace: Option<Spanned<String>>,
     #[serde(default)]
     pub(super) setup: Vec<String>,
+    #[serde(default)]
+    pub(super) image: Option<Spanned<String>>,
     pub(super) limits: RawLimits,
     pub(super) paths: RawPaths,
     #[serde(default)]
@@ -311,6 +313,33 @@ impl TaskSpec {
                 path
             }
         };
+        let image = match &raw.image {
+            None => None,
+            Some(v) => {
+                let text = v.get_ref();
+                let path = dir.join(text);
+                if is_plain_relative(text) && path.is_file() {
+                    Some(TaskImage::Archive(path))
+                } else if arbor_runtime::store::validate_image_name(text).is_ok() {
+                    Some(TaskImage::Named(text.clone()))
+                } else {
+                    return Err(src.error(
+                        v,
+                        "image",
+                        format!(
+                            "{text:?} is neither an image name (see `arbor image ls`) nor an archive file inside the task directory"
+                        ),
+                    ));
+                }
+            }
+        };
+        if image.is_some() && raw.backend != Backend::Native {
+            return Err(src.error(
+                raw.image.as_ref().unwrap_or(&raw.id),
+                "image",
+                "only native tasks run on an image",
+            ));
+        }
         let limits = &raw.limits;
         if *limits.max_steps.get_ref() == 0 || *limits.max_steps.get_ref() > 1000 {
             return Err(src.error(
@@ -473,6 +502,7 @@ impl TaskSpec {
             dir: dir.to_owned(),
             workspace,
             setup: raw.setup,
+            image,
             limits,
             allow,
             byproducts,

@@ -341,6 +341,8 @@ pub struct TaskSpec {
     pub workspace: PathBuf,
     /// Commands run once, in a sandbox, to make the root snapshot.
     pub setup: Vec<String>,
+    /// The image the task runs on (`None`: the host's system view).
+    pub image: Option<TaskImage>,
     /// Limits on the agent.
     pub limits: EnvLimits,
     /// Paths the solution may change.
@@ -377,6 +379,16 @@ pub struct TaskSpec {
     pub step_fuel: u64,
     /// Fuel of one hidden check's code (`wasm` tasks).
     pub check_fuel: u64,
+}
+
+/// Where a task's image comes from (`image = "..."` in `task.toml`).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum TaskImage {
+    /// An image in the store, by name (`arbor image import` put it there).
+    Named(String),
+    /// An image archive in the task directory (OCI layout tarball or
+    /// docker-archive), imported on first use.
+    Archive(PathBuf),
 }
 
 /// Default fuel of one agent step of a `wasm` task (well under a second).

@@ -11,6 +11,7 @@ use arbor_rollout::env::{
     describe_exit,
 };
 use arbor_rollout::{AgentAction, EnvError, Environment, Episode, Transition, Verdict};
+use arbor_runtime::image::Image;
 use arbor_runtime::layer::{self, MergedView};
 use arbor_runtime::sandbox::ChangeKind;
 use arbor_runtime::store::object::ExitStatus;
@@ -24,7 +25,7 @@ use super::{
 };
 use crate::failure::{self, CheckFailure};
 use crate::skeleton::{self, ActionOutcome, Graded, RootSource, StepFacts, TaskBackend};
-use crate::task::{Backend, TaskSpec};
+use crate::task::{Backend, TaskImage, TaskSpec};
 
 /// Version of the preparation format; part of the cache key.
 const PREPARE_VERSION: &str = "arbor-task-v2";
@@ -453,9 +454,15 @@ impl RootSource for NativeRoots<'_> {
     type Root = Snapshot;
 
     fn root_key(&self, spec: &TaskSpec) -> Result<String, EnvError> {
-        content_key(spec).map_err(|e| EnvError::Task {
+        let key = content_key(spec).map_err(|e| EnvError::Task {
             task: spec.id.clone(),
             message: e.to_string(),
+        })?;
+        // The image is part of the root: a name moved to another image, or
+        // another archive, makes another root.
+        Ok(match task_image(self.runtime, spec)? {
+            Some(img) => format!("{key}-{}", &img.id.to_hex()[..12]),
+            None => key,
         })
     }
 
@@ -483,11 +490,48 @@ impl RootSource for NativeRoots<'_> {
     }
 }
 
-fn make_root(runtime: &Runtime, spec: &TaskSpec, tag: &str) -> Result<Snapshot, EnvError> {
-    if spec.setup.is_empty() {
-        return Ok(runtime.import(&spec.workspace, Some(tag))?);
+/// The task's image: by name from the store, or its archive imported (once:
+/// the image is named after the archive's sha256).
+fn task_image(runtime: &Runtime, spec: &TaskSpec) -> Result<Option<Image>, EnvError> {
+    let task_err = |message: String| EnvError::Task {
+        task: spec.id.clone(),
+        message,
+    };
+    match &spec.image {
+        None => Ok(None),
+        Some(TaskImage::Named(name)) => runtime.image(name).map(Some).map_err(|e| {
+            task_err(format!(
+                "image {name:?}: {e} (import it with `arbor image import FILE --tag {name}`)"
+            ))
+        }),
+        Some(TaskImage::Archive(path)) => {
+            let bytes = std::fs::read(path)
+                .map_err(|e| task_err(format!("image archive {}: {e}", path.display())))?;
+            let name = format!("task-archive-{}", &blake3::hash(&bytes).to_hex()[..16]);
+            drop(bytes);
+            if let Ok(img) = runtime.image(&name) {
+                return Ok(Some(img));
+            }
+            let imported = runtime
+                .import_image(
+                    path,
+                    &arbor_runtime::image::ImageImport {
+                        name: Some(name),
+                        ..Default::default()
+                    },
+                )
+                .map_err(|e| task_err(format!("image archive {}: {e}", path.display())))?;
+            Ok(Some(runtime.image_by_id(&imported.id)?))
+        }
     }
-    let imported = runtime.import(&spec.workspace, None)?;
+}
+
+fn make_root(runtime: &Runtime, spec: &TaskSpec, tag: &str) -> Result<Snapshot, EnvError> {
+    let image = task_image(runtime, spec)?;
+    if spec.setup.is_empty() {
+        return Ok(runtime.import_on(&spec.workspace, Some(tag), image.as_ref())?);
+    }
+    let imported = runtime.import_on(&spec.workspace, None, image.as_ref())?;
     let mut sb = imported.open()?;
     for (i, cmd) in spec.setup.iter().enumerate() {
         let obs = sb.exec(cmd, &ExecOptions::with_timeout_ms(120_000))?;

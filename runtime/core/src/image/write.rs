@@ -130,3 +130,57 @@ pub fn tar_dir(src: &Path) -> std::io::Result<Vec<u8>> {
     b.append_dir_all(".", src)?;
     b.into_inner()
 }
+
+/// A minimal root filesystem in `dir` made of the host's own `tools` (found
+/// in `/usr/bin` or `/bin`) and the shared libraries `ldd` names for them,
+/// laid out merged-`/usr` (`bin` → `usr/bin`, `lib` → `usr/lib`, the
+/// dynamic loader at the path the binaries name). For tests and benches
+/// that need a real image without a package registry.
+pub fn rootfs_of_host_tools(dir: &Path, tools: &[&str]) -> std::io::Result<()> {
+    let copy = |from: &Path, to: &Path| -> std::io::Result<()> {
+        if let Some(p) = to.parent() {
+            std::fs::create_dir_all(p)?;
+        }
+        std::fs::copy(std::fs::canonicalize(from)?, to).map(|_| ())
+    };
+    for tool in tools {
+        let host = ["/usr/bin", "/bin"]
+            .iter()
+            .map(|d| Path::new(d).join(tool))
+            .find(|p| p.exists())
+            .ok_or_else(|| {
+                std::io::Error::new(
+                    std::io::ErrorKind::NotFound,
+                    format!("{tool} is not on this host"),
+                )
+            })?;
+        copy(&host, &dir.join("usr/bin").join(tool))?;
+        let out = std::process::Command::new("ldd").arg(&host).output()?;
+        for line in String::from_utf8_lossy(&out.stdout).lines() {
+            let lib = match line.split_once("=>") {
+                Some((_, r)) => r.split_whitespace().next(),
+                None => line.split_whitespace().next(),
+            };
+            let Some(lib) = lib.filter(|l| l.starts_with('/')) else {
+                continue;
+            };
+            let rel = Path::new(lib).strip_prefix("/").unwrap_or(Path::new(lib));
+            let rel = if rel.starts_with("lib64") || rel.starts_with("usr") {
+                rel.to_path_buf()
+            } else {
+                Path::new("usr").join(rel)
+            };
+            copy(Path::new(lib), &dir.join(rel))?;
+        }
+    }
+    for (link, target) in [
+        ("bin", "usr/bin"),
+        ("lib", "usr/lib"),
+        ("usr/bin/sh", "bash"),
+    ] {
+        if std::fs::symlink_metadata(dir.join(link)).is_err() {
+            std::os::unix::fs::symlink(target, dir.join(link))?;
+        }
+    }
+    std::fs::create_dir_all(dir.join("etc"))
+}
