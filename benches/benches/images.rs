@@ -138,12 +138,25 @@ fn run(quick: bool) -> Result<Results> {
         &ImageConfig::default(),
         Some("big"),
     )?;
+    let small_tar = tar_dir(&small)?;
+    // A second image on the large one as its base: shares both its layers.
+    let derived_layout = env.scratch("derived-layout");
+    write_oci_layout(
+        &derived_layout,
+        &[
+            layer(base_tar.clone(), Compression::Zstd),
+            layer(tar_dir(&big)?, Compression::None),
+            layer(small_tar.clone(), Compression::Gzip),
+        ],
+        &ImageConfig::default(),
+        Some("derived"),
+    )?;
     let small_layout = env.scratch("small-layout");
     write_oci_layout(
         &small_layout,
         &[
             layer(base_tar, Compression::Zstd),
-            layer(tar_dir(&small)?, Compression::Gzip),
+            layer(small_tar, Compression::Gzip),
         ],
         &ImageConfig::default(),
         Some("small"),
@@ -157,13 +170,14 @@ fn run(quick: bool) -> Result<Results> {
     let big_img = rt.import_image(&big_layout, &ImageImport::default())?;
     let import_layout_s = t.elapsed().as_secs_f64();
     let store_after_one = du(&layers_dir) - before;
-    let small_img = rt.import_image(&small_layout, &ImageImport::default())?;
+    let derived = rt.import_image(&derived_layout, &ImageImport::default())?;
     ensure!(
-        small_img.layers_shared == 1,
-        "the base layer was not shared"
+        derived.layers_shared == 2 && derived.layers_new == 1,
+        "the base layers were not shared"
     );
     let store_after_two = du(&layers_dir) - before;
-    let base_bytes = small_img.reports[0].bytes;
+    let base_bytes = big_img.record.bytes;
+    let small_img = rt.import_image(&small_layout, &ImageImport::default())?;
     // The archive of the same image: unpacked and verified again, stored once.
     let t = Instant::now();
     let again = rt.import_image(
@@ -289,16 +303,12 @@ fn table(r: &Results) -> String {
     let mb = |b: u64| b as f64 / 1e6;
     let mut s = String::new();
     let _ = writeln!(s, "| measure | value |\n|---|---|");
-    let _ = writeln!(
-        s,
-        "| image size (files) | {:.0} MB |",
-        mb(r.image_bytes + r.base_bytes)
-    );
+    let _ = writeln!(s, "| image size (files) | {:.0} MB |", mb(r.base_bytes));
     let _ = writeln!(
         s,
         "| import, OCI layout (2 layers, every digest verified) | {:.2} s ({:.0} MB/s) |",
         r.import_layout_s,
-        mb(r.image_bytes) / r.import_layout_s
+        mb(r.base_bytes) / r.import_layout_s
     );
     let _ = writeln!(
         s,
@@ -312,10 +322,10 @@ fn table(r: &Results) -> String {
     );
     let _ = writeln!(
         s,
-        "| layer bytes stored: plus a second image on the same {:.1} MB base | {:.1} MB (+{:.3} MB) |",
+        "| layer bytes stored: plus a second image built on it (its {:.1} MB as the base) | {:.1} MB (+{} B: its own layer only) |",
         mb(r.base_bytes),
         mb(r.store_after_two),
-        mb(r.store_after_two - r.store_after_one)
+        r.store_after_two - r.store_after_one
     );
     let host = r.fork_us[0].1;
     for (label, us, n) in &r.fork_us {
@@ -397,7 +407,7 @@ fn main() -> Result<()> {
     let suffix = if quick { "-quick" } else { "" };
     let json = serde_json::json!({
         "quick": res.quick,
-        "image_bytes": res.image_bytes + res.base_bytes,
+        "image_bytes": res.base_bytes,
         "import_layout_s": res.import_layout_s,
         "import_archive_s": res.import_archive_s,
         "base_bytes": res.base_bytes,
