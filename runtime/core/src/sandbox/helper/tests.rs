@@ -641,3 +641,59 @@ fn id_maps_map_a_range_as_root_and_one_id_rootless() {
         ]
     );
 }
+
+#[test]
+fn an_image_view_mounts_its_layers_read_only_then_binds_from_them() {
+    // Two layers: one read-only overlay at the image mount point, reached
+    // through the store descriptor like every store path, and the view's
+    // binds come from that mount point.
+    let fs = rootfs(None);
+    let at = tempfile::tempdir().unwrap();
+    let mut helper = Helper::new(Recorder::default());
+    let mut setup = setup_of(fs.path(), "arbor");
+    setup.system = SystemView::Image {
+        lowers: vec![p("/store/layers/b"), p("/store/layers/a")],
+        at: p(at.path()),
+    };
+    // The bind sources come from `at`, which the recorder does not mount
+    // (an empty directory outside the store here): only the overlay shows.
+    helper.setup(setup).unwrap();
+    let overlays: Vec<&Call> = helper
+        .sys
+        .calls
+        .iter()
+        .filter(|c| matches!(c, Call::MountOverlayReadOnly { .. }))
+        .collect();
+    assert_eq!(overlays.len(), 1, "{:?}", helper.sys.calls);
+    let Call::MountOverlayReadOnly { lowers, target } = overlays[0] else {
+        unreachable!()
+    };
+    assert!(
+        lowers.iter().all(|l| l.starts_with("/proc/self/fd/")),
+        "{lowers:?}"
+    );
+    assert!(lowers[0].ends_with("layers/b") && lowers[1].ends_with("layers/a"));
+    assert_eq!(target, &p(at.path()));
+
+    // Control: with one layer there is no overlay; the layer is the rootfs
+    // and its entries are bound like a rootfs directory's.
+    let mut helper = Helper::new(Recorder::default());
+    let mut setup = setup_of(fs.path(), "arbor");
+    setup.system = SystemView::Image {
+        lowers: vec![p(fs.path())],
+        at: p("/store/run/1-0/image"),
+    };
+    helper.setup(setup).unwrap();
+    assert!(
+        !helper
+            .sys
+            .calls
+            .iter()
+            .any(|c| matches!(c, Call::MountOverlayReadOnly { .. }))
+    );
+    let binds_usr =
+        helper.sys.calls.iter().any(
+            |c| matches!(c, Call::Mount { source: Some(s), .. } if s == &fs.path().join("usr")),
+        );
+    assert!(binds_usr, "{:?}", helper.sys.calls);
+}
