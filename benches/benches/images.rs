@@ -101,7 +101,6 @@ fn fork_true(snap: &Snapshot) -> Result<f64> {
 
 struct Results {
     quick: bool,
-    image_bytes: u64,
     import_layout_s: f64,
     import_archive_s: f64,
     base_bytes: u64,
@@ -234,7 +233,6 @@ fn run(quick: bool) -> Result<Results> {
     };
     Ok(Results {
         quick,
-        image_bytes,
         import_layout_s,
         import_archive_s,
         base_bytes,
