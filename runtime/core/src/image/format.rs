@@ -8,7 +8,7 @@ use std::path::{Path, PathBuf};
 
 use serde::Deserialize;
 
-use super::{ImageError, hash_file};
+use super::ImageError;
 use crate::layer::clean_archive_path;
 use crate::runtime::Result;
 use crate::store::{ImageConfig, Store};
@@ -163,7 +163,7 @@ impl Files {
             });
         }
         let bytes = std::fs::read(&path).map_err(io)?;
-        let (actual, _) = hash_file(&path)?;
+        let actual = super::sha256_of(&bytes);
         if let Some((d, size)) = digest {
             if actual != d.text() {
                 return Err(ImageError::DigestMismatch {

@@ -205,6 +205,11 @@ fn sha256_hex(h: sha2::Sha256) -> String {
     format!("sha256:{}", hex::encode(h.finalize()))
 }
 
+/// `sha256:<hex>` of bytes in memory.
+fn sha256_of(bytes: &[u8]) -> String {
+    sha256_hex(sha2::Sha256::new_with_prefix(bytes))
+}
+
 /// sha256 and length of a file.
 fn hash_file(path: &Path) -> std::result::Result<(String, u64), ImageError> {
     let f = std::fs::File::open(path).map_err(|source| ImageError::Io {

@@ -391,7 +391,6 @@ impl Untar {
     /// this layer wrote as a non-directory is refused.
     fn parents(&mut self, path: &str, shown: &str) -> Result<()> {
         let mut end = 0;
-        let bytes = path.as_bytes();
         while let Some(off) = path[end..].find('/') {
             let prefix = &path[..end + off];
             match self.made.get(prefix) {
@@ -407,7 +406,6 @@ impl Untar {
                 }
             }
             end += off + 1;
-            debug_assert!(end <= bytes.len());
         }
         Ok(())
     }

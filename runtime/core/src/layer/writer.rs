@@ -174,27 +174,45 @@ impl EntryWriter {
         mode: u32,
         owner: HostOwner,
     ) -> Result<blake3::Hash> {
-        let err = self.write_err(rel);
-        let (parent, name) = split_parent(rel);
-        let parent_dir = self.dest.dir(parent).map_err(&err)?;
-        let fd = rustix::fs::openat(
-            parent_dir,
-            name,
-            OFlags::WRONLY | OFlags::CREATE | OFlags::EXCL | OFlags::NOFOLLOW | OFlags::CLOEXEC,
-            Mode::from_raw_mode(0o600),
-        )
-        .map_err(|e| err(e.into()))?;
+        let fd = self.new_file(rel)?;
         let hash = copy_hashing(&src, &fd, len).map_err(|source| LayerError::Copy {
             from: src_path.to_path_buf(),
             to: self.host_path(rel),
             source,
         })?;
-        // chown clears setuid/setgid, so the mode comes after it.
+        self.finish_file(rel, &fd, len, mode, owner)?;
+        Ok(hash)
+    }
+
+    /// Create the empty regular file `rel` (`0o600`, never through a symlink).
+    fn new_file(&mut self, rel: &str) -> Result<std::os::fd::OwnedFd> {
+        let err = self.write_err(rel);
+        let (parent, name) = split_parent(rel);
+        let parent_dir = self.dest.dir(parent).map_err(&err)?;
+        rustix::fs::openat(
+            parent_dir,
+            name,
+            OFlags::WRONLY | OFlags::CREATE | OFlags::EXCL | OFlags::NOFOLLOW | OFlags::CLOEXEC,
+            Mode::from_raw_mode(0o600),
+        )
+        .map_err(|e| err(e.into()))
+    }
+
+    /// Owner and mode of a written file (chown clears setuid/setgid, so the
+    /// mode comes after it), and the counts.
+    fn finish_file(
+        &mut self,
+        rel: &str,
+        fd: impl AsFd,
+        len: u64,
+        mode: u32,
+        owner: HostOwner,
+    ) -> Result<()> {
         self.own_fd(rel, &fd, owner)?;
         self.chmod_fd(rel, &fd, mode)?;
         self.report.files += 1;
         self.report.bytes += len;
-        Ok(hash)
+        Ok(())
     }
 
     /// Create regular file `rel` with exactly `len` bytes read from `src`
@@ -208,16 +226,7 @@ impl EntryWriter {
         owner: HostOwner,
     ) -> Result<()> {
         let err = self.write_err(rel);
-        let (parent, name) = split_parent(rel);
-        let parent_dir = self.dest.dir(parent).map_err(&err)?;
-        let fd = rustix::fs::openat(
-            parent_dir,
-            name,
-            OFlags::WRONLY | OFlags::CREATE | OFlags::EXCL | OFlags::NOFOLLOW | OFlags::CLOEXEC,
-            Mode::from_raw_mode(0o600),
-        )
-        .map_err(|e| err(e.into()))?;
-        let mut out = std::fs::File::from(fd);
+        let mut out = std::fs::File::from(self.new_file(rel)?);
         let copied = std::io::copy(&mut Read::take(&mut *src, len), &mut out).map_err(&err)?;
         if copied != len {
             return Err(err(std::io::Error::new(
@@ -225,10 +234,7 @@ impl EntryWriter {
                 format!("the archive ends after {copied} of this file's {len} bytes"),
             )));
         }
-        self.own_fd(rel, &out, owner)?;
-        self.chmod_fd(rel, &out, mode)?;
-        self.report.files += 1;
-        self.report.bytes += len;
+        self.finish_file(rel, &out, len, mode, owner)?;
         Ok(())
     }
 

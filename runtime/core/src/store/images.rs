@@ -11,6 +11,7 @@ use std::path::PathBuf;
 use serde::{Deserialize, Serialize};
 
 use super::fsio::atomic_write_with;
+use super::refs::{list_refs, read_ref};
 use super::{LayerId, ObjectId, ObjectKind, Result, Store, StoreError, fsync_dir, io_err};
 
 /// The configuration of an image that sandboxes on it use.
@@ -131,38 +132,14 @@ impl Store {
     /// The image named `name`, if the name exists.
     pub fn image_by_name(&self, name: &str) -> Result<Option<ObjectId>> {
         validate_image_name(name)?;
-        let path = self.image_ref_path(name);
-        let text = match fs::read_to_string(&path) {
-            Ok(t) => t,
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
-            Err(e) => return Err(io_err("read image name", &path)(e)),
-        };
-        text.strip_suffix('\n')
-            .and_then(|t| t.parse().ok())
-            .map(Some)
-            .ok_or_else(|| StoreError::BadTag {
-                path,
-                reason: format!("expected a 64-hex image id and a newline, found {text:?}"),
-            })
+        read_ref(self.image_ref_path(name), "image")
     }
 
     /// Every image name and its image (files with invalid names are skipped).
     pub fn image_names(&self) -> Result<BTreeMap<String, ObjectId>> {
-        let dir = self.root().join("refs/images");
-        let mut out = BTreeMap::new();
-        for entry in fs::read_dir(&dir).map_err(io_err("list", &dir))? {
-            let entry = entry.map_err(io_err("list", &dir))?;
-            let Some(name) = entry.file_name().to_str().map(str::to_owned) else {
-                continue;
-            };
-            if validate_image_name(&name).is_err() {
-                continue;
-            }
-            if let Some(id) = self.image_by_name(&name)? {
-                out.insert(name, id);
-            }
-        }
-        Ok(out)
+        list_refs(&self.root().join("refs/images"), validate_image_name, |n| {
+            self.image_by_name(n)
+        })
     }
 
     /// Remove the name `name` (the image's data stays while a snapshot uses

@@ -151,39 +151,15 @@ impl Store {
     /// The snapshot tag `name` points at, if the tag exists.
     pub fn get_tag(&self, name: &str) -> Result<Option<SnapshotId>> {
         validate_tag_name(name)?;
-        let path = self.tag_path(name);
-        let text = match fs::read_to_string(&path) {
-            Ok(t) => t,
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
-            Err(e) => return Err(io_err("read tag", &path)(e)),
-        };
-        text.strip_suffix('\n')
-            .and_then(|t| t.parse().ok())
-            .map(Some)
-            .ok_or_else(|| StoreError::BadTag {
-                path,
-                reason: format!("expected a 64-hex snapshot id and a newline, found {text:?}"),
-            })
+        read_ref(self.tag_path(name), "snapshot")
     }
 
     /// Every tag and its snapshot (files with invalid tag names are ignored;
     /// fsck reports them).
     pub fn tags(&self) -> Result<BTreeMap<String, SnapshotId>> {
-        let dir = self.root().join("refs/tags");
-        let mut out = BTreeMap::new();
-        for entry in fs::read_dir(&dir).map_err(io_err("list", &dir))? {
-            let entry = entry.map_err(io_err("list", &dir))?;
-            let Some(name) = entry.file_name().to_str().map(str::to_owned) else {
-                continue;
-            };
-            if validate_tag_name(&name).is_err() {
-                continue;
-            }
-            if let Some(id) = self.get_tag(&name)? {
-                out.insert(name, id);
-            }
-        }
-        Ok(out)
+        list_refs(&self.root().join("refs/tags"), validate_tag_name, |n| {
+            self.get_tag(n)
+        })
     }
 
     /// Remove a snapshot: delete the tags pointing at it, then unlist it. Its
@@ -203,6 +179,46 @@ impl Store {
         self.unlist_snapshot(id)?;
         Ok(removed)
     }
+}
+
+/// Read a ref file (`refs/tags/<name>`, `refs/images/<name>`): the 64-hex id
+/// of a `what` (snapshot, image) and a newline; `None` when there is none.
+pub(super) fn read_ref(path: PathBuf, what: &str) -> Result<Option<ObjectId>> {
+    let text = match fs::read_to_string(&path) {
+        Ok(t) => t,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+        Err(e) => return Err(io_err("read ref", &path)(e)),
+    };
+    text.strip_suffix('\n')
+        .and_then(|t| t.parse().ok())
+        .map(Some)
+        .ok_or_else(|| StoreError::BadTag {
+            path,
+            reason: format!("expected a 64-hex {what} id and a newline, found {text:?}"),
+        })
+}
+
+/// Every ref in `dir` whose name `valid` accepts, read with `get` (files
+/// with other names are skipped; fsck reports them).
+pub(super) fn list_refs(
+    dir: &std::path::Path,
+    valid: fn(&str) -> Result<()>,
+    get: impl Fn(&str) -> Result<Option<ObjectId>>,
+) -> Result<BTreeMap<String, ObjectId>> {
+    let mut out = BTreeMap::new();
+    for entry in fs::read_dir(dir).map_err(io_err("list", dir))? {
+        let entry = entry.map_err(io_err("list", dir))?;
+        let Some(name) = entry.file_name().to_str().map(str::to_owned) else {
+            continue;
+        };
+        if valid(&name).is_err() {
+            continue;
+        }
+        if let Some(id) = get(&name)? {
+            out.insert(name, id);
+        }
+    }
+    Ok(out)
 }
 
 #[cfg(test)]
