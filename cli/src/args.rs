@@ -480,6 +480,31 @@ pub enum TaskCommand {
         #[arg(long, value_name = "FILE")]
         actions: PathBuf,
     },
+    /// Import SWE-bench instances as task directories (family `upstream`,
+    /// pytest checks).
+    ///
+    /// INSTANCES holds one JSON object a line: instance_id, repo
+    /// (owner/name), base_commit, patch, test_patch, FAIL_TO_PASS,
+    /// PASS_TO_PASS (lists, or JSON strings of lists), and optionally
+    /// problem_statement, pre_install and install (kept as comments). The
+    /// repository of `owner/name` is the git clone DIR/owner__name (--repo-dir
+    /// DIR). Each task is written to OUT/<id>, the id being the instance id in
+    /// lower case with other characters than a-z0-9 made `-`. If any instance
+    /// fails, nothing is written.
+    ImportSwe {
+        /// The instances file (JSON lines).
+        instances: PathBuf,
+        /// The folder holding the clones (owner__name each).
+        #[arg(long, value_name = "DIR")]
+        repo_dir: PathBuf,
+        /// An image name (`image = "NAME"`), or a TOML file whose `[image]`
+        /// recipe table is copied into each task.toml [default: none].
+        #[arg(long, value_name = "IMAGE")]
+        image: Option<String>,
+        /// The folder the task directories are written into (created if missing).
+        #[arg(long, value_name = "DIR")]
+        out: PathBuf,
+    },
 }
 
 /// Parse a positive number of seconds.
@@ -677,6 +702,34 @@ pub enum ImageCommand {
         /// Refuse a layer with more bytes of files than this (e.g. 8G).
         #[arg(long, value_name = "BYTES", default_value = "16G", value_parser = crate::args::parse_bytes)]
         max_layer_bytes: u64,
+    },
+    /// Build an image from Debian's packages (mmdebstrap), then pip
+    /// requirements, then commands, each step one layer, each run in a
+    /// sandbox on the image so far (egress only to pip's index for --pip, to
+    /// --allow-host for --run). Every step is cached by the recipe up to it:
+    /// building the same recipe again is a lookup.
+    Build {
+        /// The Debian suite (bookworm, trixie, ...).
+        #[arg(long, value_name = "SUITE", required_unless_present = "recipe")]
+        debian: Option<String>,
+        /// Debian packages to install (comma-separated, repeatable).
+        #[arg(long, value_name = "PKG,...", value_delimiter = ',')]
+        packages: Vec<String>,
+        /// pip requirements, NAME==VERSION (comma-separated, repeatable).
+        #[arg(long, value_name = "REQ,...", value_delimiter = ',')]
+        pip: Vec<String>,
+        /// A shell command run as root on the image, its own layer (repeatable, in order).
+        #[arg(long = "run", value_name = "CMD")]
+        run: Vec<String>,
+        /// Host names the --run steps may reach through the egress proxy.
+        #[arg(long = "allow-host", value_name = "HOST,...", value_delimiter = ',')]
+        allow_host: Vec<String>,
+        /// A TOML recipe (an `[image]` table, as in task.toml) instead of the flags above.
+        #[arg(long, value_name = "FILE", conflicts_with_all = ["debian", "packages", "pip", "run", "allow_host"])]
+        recipe: Option<PathBuf>,
+        /// The image's name.
+        #[arg(long, value_name = "NAME")]
+        tag: String,
     },
     /// List the named images.
     Ls,

@@ -29,7 +29,49 @@ pub fn run(ctx: &Ctx, tasks: Option<&Path>, command: TaskCommand) -> Result<i32>
             validate_dirs(ctx, &dirs, jobs)
         }
         TaskCommand::Run { id, actions } => run_actions(ctx, &dir, &id, &actions),
+        TaskCommand::ImportSwe {
+            instances,
+            repo_dir,
+            image,
+            out,
+        } => import_swe(ctx, &instances, &repo_dir, image.as_deref(), &out),
     }
+}
+
+/// `arbor task import-swe`.
+fn import_swe(
+    ctx: &Ctx,
+    instances: &Path,
+    repo_dir: &Path,
+    image: Option<&str>,
+    out: &Path,
+) -> Result<i32> {
+    use arbor_envs::swe;
+    let usage = |e: swe::SweError| anyhow!(UsageError(e.to_string()));
+    let text = std::fs::read_to_string(instances)
+        .with_context(|| format!("reading {}", instances.display()))?;
+    let parsed = swe::parse_instances(instances, &text).map_err(usage)?;
+    if parsed.is_empty() {
+        return Err(anyhow!(UsageError(format!(
+            "{}: no instances",
+            instances.display()
+        ))));
+    }
+    let image = image
+        .map(swe::ImageSpec::parse)
+        .transpose()
+        .map_err(usage)?;
+    let done = swe::import(&parsed, repo_dir, image.as_ref(), out).map_err(usage)?;
+    let rows: Vec<serde_json::Value> = done
+        .iter()
+        .map(|t| serde_json::json!({ "id": t.id, "dir": t.dir }))
+        .collect();
+    emit(ctx.json, &serde_json::json!({ "imported": rows }), || {
+        done.iter()
+            .map(|t| format!("imported {} -> {}\n", t.id, t.dir.display()))
+            .collect()
+    })?;
+    Ok(0)
 }
 
 fn load_suite(dir: &Path) -> Result<Suite> {

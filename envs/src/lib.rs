@@ -17,6 +17,7 @@
 //! - [`failure`]: why a hidden check failed (a verdict, kept typed).
 //! - [`canary`]: the generic attacks every task must score 0 on.
 //! - [`validate`]: `arbor task validate`.
+//! - [`swe`]: `arbor task import-swe` (SWE-bench instances as tasks).
 #![deny(missing_docs)]
 
 pub mod canary;
@@ -27,6 +28,7 @@ pub mod prepared;
 pub mod session;
 pub mod skeleton;
 pub mod suite;
+pub mod swe;
 pub mod task;
 pub mod validate;
 pub mod verifier;
@@ -34,5 +36,5 @@ pub mod verifier;
 pub use arbor_rollout as rollout;
 pub use prepared::{PreparedTask, environment, prepare};
 pub use suite::Suite;
-pub use task::{TaskError, TaskImage, TaskSpec};
+pub use task::{TaskError, TaskImage, TaskSpec, read_image_recipe};
 pub use verifier::TaskEnv;

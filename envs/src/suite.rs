@@ -12,17 +12,23 @@ use crate::task::{Backend, Family, TaskError, TaskSpec};
 /// bundled multi-step native tasks (what rollouts and training drive);
 /// `upstream` holds one-edit bug fixes in real code graded by its own
 /// upstream test suite (native, evaluation); `code-interpreter` holds the
-/// `backend = "wasm"` tasks, and only those.
+/// `backend = "wasm"` tasks, and only those; `swe-local` holds SWE-bench
+/// style instances imported with `arbor task import-swe` (family `upstream`).
 pub const SPLITS: &[&str] = &[
     "train",
     "heldout-variants",
     "heldout-families",
     UPSTREAM,
     CODE_INTERPRETER,
+    SWE_LOCAL,
 ];
 
 /// The split of the imported one-edit tasks (family `upstream`).
 pub const UPSTREAM: &str = "upstream";
+
+/// The split of the tasks imported by `arbor task import-swe` (family
+/// `upstream` too).
+pub const SWE_LOCAL: &str = "swe-local";
 
 /// The split of the `backend = "wasm"` (interpreter session) tasks.
 pub const CODE_INTERPRETER: &str = "code-interpreter";
@@ -100,10 +106,10 @@ impl Suite {
                     return Err(bad(format!("{id:?} is in both {other:?} and {split:?}")));
                 }
                 let upstream = tasks[id].family == Family::Upstream;
-                if upstream != (split == UPSTREAM) {
+                if upstream != (split == UPSTREAM || split == SWE_LOCAL) {
                     return Err(bad(format!(
                         "{id:?} (family {}) is in split {split:?}: `upstream` tasks go in \
-                         {UPSTREAM:?}, and only they do",
+                         {UPSTREAM:?} or {SWE_LOCAL:?}, and only they do",
                         tasks[id].family
                     )));
                 }

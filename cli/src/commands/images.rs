@@ -2,7 +2,7 @@
 //! (see `arbor_runtime::image`).
 
 use anyhow::Result;
-use arbor_runtime::image::{Image, ImageImport};
+use arbor_runtime::image::{BuildEvent, Image, ImageImport, ImageRecipe};
 use arbor_runtime::layer::UntarLimits;
 use arbor_runtime::store::{ImageRecord, ObjectId};
 use serde::Serialize;
@@ -85,6 +85,27 @@ pub(super) fn run(ctx: &Ctx, command: ImageCommand) -> Result<i32> {
             })?;
             Ok(0)
         }
+        ImageCommand::Build {
+            debian,
+            packages,
+            pip,
+            run,
+            allow_host,
+            recipe,
+            tag,
+        } => {
+            let recipe = match recipe {
+                Some(path) => arbor_envs::read_image_recipe(&path)?,
+                None => ImageRecipe {
+                    debian: debian.unwrap_or_default(),
+                    packages,
+                    pip,
+                    run,
+                    allow_hosts: allow_host,
+                },
+            };
+            build(ctx, &recipe, &tag)
+        }
         ImageCommand::Ls => {
             let images = ctx.runtime.images()?;
             #[derive(Serialize)]
@@ -154,8 +175,14 @@ pub(super) fn run(ctx: &Ctx, command: ImageCommand) -> Result<i32> {
                     format_bytes(img.record.bytes)
                 );
                 out.push_str("layers (bottom first):\n");
-                for (l, d) in img.record.layers.iter().zip(&img.record.source.diff_ids) {
-                    out.push_str(&format!("  {}  {d}\n", l.short()));
+                for (i, l) in img.record.layers.iter().enumerate() {
+                    match img.record.source.diff_ids.get(i) {
+                        Some(d) => out.push_str(&format!("  {}  {d}\n", l.short())),
+                        None => out.push_str(&format!("  {}\n", l.short())),
+                    }
+                }
+                if let Some(r) = &img.record.source.recipe {
+                    out.push_str(&format!("recipe {r}\n"));
                 }
                 for e in &c.env {
                     out.push_str(&format!("env {e}\n"));
@@ -207,4 +234,93 @@ pub(super) fn run(ctx: &Ctx, command: ImageCommand) -> Result<i32> {
             Ok(0)
         }
     }
+}
+
+#[derive(Serialize)]
+struct BuildStepJson {
+    step: String,
+    cached: bool,
+    image: ObjectId,
+    layer_bytes: u64,
+    seconds: f64,
+}
+
+#[derive(Serialize)]
+struct BuildJson<'a> {
+    image: ObjectId,
+    name: &'a str,
+    layers: usize,
+    bytes: u64,
+    cached: bool,
+    steps: Vec<BuildStepJson>,
+}
+
+/// `arbor image build`: every step reported on stderr as it starts and ends.
+fn build(ctx: &Ctx, recipe: &ImageRecipe, tag: &str) -> Result<i32> {
+    let steps = 1 + u64::from(!recipe.pip.is_empty()) + recipe.run.len() as u64;
+    let bar = output::progress_bar(ctx.json, steps, "building the image");
+    let mut on_event = |e: &BuildEvent| match e {
+        BuildEvent::Started(step) => bar.set_message(step.to_string()),
+        BuildEvent::Finished(r) => {
+            bar.println(format!(
+                "  {} {:.1}s {}{}",
+                if r.cached { "cached" } else { "built " },
+                r.seconds,
+                r.step,
+                if r.layer_bytes > 0 {
+                    format!(" (+{})", format_bytes(r.layer_bytes))
+                } else {
+                    String::new()
+                }
+            ));
+            bar.inc(1);
+        }
+    };
+    let built = ctx.runtime.build_image(recipe, Some(tag), &mut on_event);
+    bar.finish_and_clear();
+    let built = built?;
+    let j = BuildJson {
+        image: built.image.id,
+        name: tag,
+        layers: built.image.record.layers.len(),
+        bytes: built.image.record.bytes,
+        cached: built.cached(),
+        steps: built
+            .steps
+            .iter()
+            .map(|s| BuildStepJson {
+                step: s.step.to_string(),
+                cached: s.cached,
+                image: s.image,
+                layer_bytes: s.layer_bytes,
+                seconds: s.seconds,
+            })
+            .collect(),
+    };
+    emit(ctx.json, &j, || {
+        let mut out = String::new();
+        for s in &j.steps {
+            out.push_str(&format!(
+                "{} {:>7.1}s  {}\n",
+                if s.cached { "cached" } else { "built " },
+                s.seconds,
+                s.step
+            ));
+        }
+        out.push_str(&format!(
+            "{} {} ({} layer{}, {}{})\n",
+            j.name,
+            j.image.short(),
+            j.layers,
+            plural(j.layers),
+            format_bytes(j.bytes),
+            if j.cached {
+                "; every step from the cache"
+            } else {
+                ""
+            }
+        ));
+        out
+    })?;
+    Ok(0)
 }

@@ -5,6 +5,7 @@
 use std::path::Path;
 
 use arbor_rollout::{AgentAction, EnvLimits};
+use arbor_runtime::image::ImageRecipe;
 use serde::Deserialize;
 use toml::Spanned;
 
@@ -24,7 +25,9 @@ pub(super) struct RawTask {
     #[serde(default)]
     pub(super) setup: Vec<String>,
     #[serde(default)]
-    pub(super) image: Option<Spanned<String>>,
+    pub(super) setup_allow_hosts: Vec<Spanned<String>>,
+    #[serde(default)]
+    pub(super) image: Option<Spanned<toml::Value>>,
     pub(super) limits: RawLimits,
     pub(super) paths: RawPaths,
     #[serde(default)]
@@ -315,13 +318,27 @@ impl TaskSpec {
         };
         let image = match &raw.image {
             None => None,
+            Some(v) if v.get_ref().is_table() => {
+                let recipe = ImageRecipe::deserialize(v.get_ref().clone())
+                    .map_err(|e| src.error(v, "image", format!("not an image recipe: {e}")))?;
+                recipe
+                    .validate()
+                    .map_err(|e| src.error(v, "image", e.to_string()))?;
+                Some(TaskImage::Recipe(recipe))
+            }
             Some(v) => {
-                let text = v.get_ref();
+                let Some(text) = v.get_ref().as_str() else {
+                    return Err(src.error(
+                        v,
+                        "image",
+                        "expected an image name, an archive in the task directory, or an [image] recipe table",
+                    ));
+                };
                 let path = dir.join(text);
                 if is_plain_relative(text) && path.is_file() {
                     Some(TaskImage::Archive(path))
                 } else if arbor_runtime::store::validate_image_name(text).is_ok() {
-                    Some(TaskImage::Named(text.clone()))
+                    Some(TaskImage::Named(text.to_owned()))
                 } else {
                     return Err(src.error(
                         v,
@@ -333,11 +350,26 @@ impl TaskSpec {
                 }
             }
         };
-        if image.is_some() && raw.backend != Backend::Native {
+        if let Some(v) = raw
+            .image
+            .as_ref()
+            .filter(|_| raw.backend != Backend::Native)
+        {
+            return Err(src.error(v, "image", "only native tasks run on an image"));
+        }
+        let mut setup_allow_hosts = Vec::new();
+        for h in &raw.setup_allow_hosts {
+            let host = arbor_runtime::sandbox::egress::check_host_name(h.get_ref())
+                .map_err(|why| src.error(h, "setup_allow_hosts", why))?;
+            setup_allow_hosts.push(host);
+        }
+        if let Some(h) = raw.setup_allow_hosts.first()
+            && raw.setup.is_empty()
+        {
             return Err(src.error(
-                raw.image.as_ref().unwrap_or(&raw.id),
-                "image",
-                "only native tasks run on an image",
+                h,
+                "setup_allow_hosts",
+                "the task has no setup commands to allow hosts for",
             ));
         }
         let limits = &raw.limits;
@@ -502,6 +534,7 @@ impl TaskSpec {
             dir: dir.to_owned(),
             workspace,
             setup: raw.setup,
+            setup_allow_hosts,
             image,
             limits,
             allow,
@@ -527,4 +560,25 @@ impl TaskSpec {
 fn missing_field(message: &str) -> Option<String> {
     let rest = message.split("missing field `").nth(1)?;
     Some(rest.split('`').next()?.to_owned())
+}
+
+/// Read an image recipe from a TOML file: its `[image]` table (as in a
+/// `task.toml`), or the whole file when it has none. Every field is checked.
+pub fn read_image_recipe(path: &Path) -> Result<ImageRecipe, TaskError> {
+    let text = std::fs::read_to_string(path).map_err(|e| TaskError::File {
+        file: path.to_owned(),
+        message: e.to_string(),
+    })?;
+    let bad = |message: String| TaskError::File {
+        file: path.to_owned(),
+        message,
+    };
+    let mut table: toml::Table = toml::from_str(&text).map_err(|e| bad(e.to_string()))?;
+    let value = table
+        .remove("image")
+        .unwrap_or_else(|| toml::Value::Table(table));
+    let recipe =
+        ImageRecipe::deserialize(value).map_err(|e| bad(format!("not an image recipe: {e}")))?;
+    recipe.validate().map_err(|e| bad(e.to_string()))?;
+    Ok(recipe)
 }

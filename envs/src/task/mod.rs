@@ -341,6 +341,10 @@ pub struct TaskSpec {
     pub workspace: PathBuf,
     /// Commands run once, in a sandbox, to make the root snapshot.
     pub setup: Vec<String>,
+    /// Host names the setup commands may reach through the egress proxy
+    /// (`setup_allow_hosts`; none by default: loopback only). The agent's
+    /// steps and the checks never get egress.
+    pub setup_allow_hosts: Vec<String>,
     /// The image the task runs on (`None`: the host's system view).
     pub image: Option<TaskImage>,
     /// Limits on the agent.
@@ -389,6 +393,10 @@ pub enum TaskImage {
     /// An image archive in the task directory (OCI layout tarball or
     /// docker-archive), imported on first use.
     Archive(PathBuf),
+    /// An image built from a recipe (an `[image]` table: Debian suite,
+    /// packages, pip requirements, commands), built on first use and cached
+    /// by the recipe (`arbor image build`).
+    Recipe(arbor_runtime::image::ImageRecipe),
 }
 
 /// Default fuel of one agent step of a `wasm` task (well under a second).
@@ -416,5 +424,6 @@ pub(crate) fn is_plain_relative(p: &str) -> bool {
 
 mod checks;
 mod load;
+pub use load::read_image_recipe;
 #[cfg(test)]
 mod tests;

@@ -523,6 +523,10 @@ fn task_image(runtime: &Runtime, spec: &TaskSpec) -> Result<Option<Image>, EnvEr
                 .map_err(|e| task_err(format!("image archive {}: {e}", path.display())))?;
             Ok(Some(runtime.image_by_id(&imported.id)?))
         }
+        Some(TaskImage::Recipe(recipe)) => runtime
+            .build_image(recipe, None, &mut |_| {})
+            .map(|built| Some(built.image))
+            .map_err(|e| task_err(format!("building the task's image: {e}"))),
     }
 }
 
@@ -533,6 +537,9 @@ fn make_root(runtime: &Runtime, spec: &TaskSpec, tag: &str) -> Result<Snapshot, 
     }
     let imported = runtime.import_on(&spec.workspace, None, image.as_ref())?;
     let mut sb = imported.open()?;
+    if !spec.setup_allow_hosts.is_empty() {
+        sb.allow_egress(&spec.setup_allow_hosts)?;
+    }
     for (i, cmd) in spec.setup.iter().enumerate() {
         let obs = sb.exec(cmd, &ExecOptions::with_timeout_ms(120_000))?;
         if obs.code() != Some(0) {

@@ -63,6 +63,8 @@ pub use runtime::{
     DEFAULT_SQUASH_AFTER, DEFAULT_UID_BASE, DEFAULT_WARM_HELPERS, Result, Runtime, RuntimeError,
     RuntimeOptions, WorkspaceBackend, WorkspaceChoice,
 };
-pub use sandbox::{ExecOptions, Observation, PeerCommand, PeerResult, Sandbox, SandboxError};
+pub use sandbox::{
+    ActionRoot, ExecOptions, Observation, PeerCommand, PeerResult, Sandbox, SandboxError,
+};
 pub use snapshot::Snapshot;
 pub use state::{AnySandbox, AnySnapshot, Backend, Outcome, OutputStream, StepResult};

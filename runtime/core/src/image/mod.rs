@@ -11,6 +11,7 @@
 //! layer has been unpacked and verified, so a refused image leaves the store
 //! as it was (a `fsck` finds no garbage from it).
 
+pub mod build;
 mod format;
 pub mod write;
 
@@ -24,6 +25,7 @@ use crate::layer::{self, UntarLimits, UntarReport};
 use crate::runtime::{Result, Runtime, RuntimeError};
 use crate::store::{EntryKind, ImageRecord, ImageSource, LayerId, ObjectId, validate_image_name};
 
+pub use build::{BuildEvent, BuildStep, BuiltImage, ImageRecipe, StepReport};
 pub use format::{Compression, Digest};
 
 /// Errors of image import, each naming what it concerns.
@@ -119,6 +121,30 @@ pub enum ImageError {
         /// The decoder's error.
         #[source]
         source: std::io::Error,
+    },
+    /// A field of an image recipe is invalid.
+    #[error("image recipe: {field}: {why}")]
+    BadRecipe {
+        /// The field (`debian`, `packages`, `pip`, `run`, `allow_hosts`).
+        field: &'static str,
+        /// What is wrong.
+        why: String,
+    },
+    /// The root filesystem builder failed or is missing.
+    #[error("{}: {why}", program.display())]
+    Builder {
+        /// The program (`mmdebstrap`).
+        program: PathBuf,
+        /// What happened (its exit status and last lines of output).
+        why: String,
+    },
+    /// A build step (pip or run) failed in its sandbox.
+    #[error("image build step {step:?} failed: {why}")]
+    StepFailed {
+        /// The step's command.
+        step: String,
+        /// Its exit status and output.
+        why: String,
     },
     /// Reading a file of the image failed.
     #[error("cannot read {path}: {source}")]
@@ -419,16 +445,11 @@ impl Runtime {
         let mut reports = Vec::new();
         let mut bytes = 0u64;
         for s in staged {
-            let id = store.put_tree(&s.tree)?;
-            let dest = store.layer_dir(&id);
-            if dest.exists() {
-                shared += 1;
-            } else {
-                crate::seal::install_dir(&s.dir, &dest)?;
-                if let Some(parent) = dest.parent() {
-                    crate::store::fsync_dir(parent)?;
-                }
+            let (id, is_new) = store_layer(store, &s.dir, &s.tree)?;
+            if is_new {
                 new += 1;
+            } else {
+                shared += 1;
             }
             bytes += s.report.bytes;
             reports.push(s.report);
@@ -505,6 +526,26 @@ impl Runtime {
         }
         Ok((id, users))
     }
+}
+
+/// Store a staged layer directory whose tree is `tree`: the tree object,
+/// then the directory renamed into `layers/<id>` (unless the store has that
+/// layer already). Returns the layer id and whether it was new.
+fn store_layer(
+    store: &crate::store::Store,
+    dir: &Path,
+    tree: &crate::store::Tree,
+) -> Result<(LayerId, bool)> {
+    let id = store.put_tree(tree)?;
+    let dest = store.layer_dir(&id);
+    if dest.exists() {
+        return Ok((id, false));
+    }
+    crate::seal::install_dir(dir, &dest)?;
+    if let Some(parent) = dest.parent() {
+        crate::store::fsync_dir(parent)?;
+    }
+    Ok((id, true))
 }
 
 impl From<ImageError> for RuntimeError {

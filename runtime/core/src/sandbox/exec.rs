@@ -24,6 +24,10 @@ pub struct ExecOptions {
     /// [`super::protocol::CHANNEL_FD`] (see [`super::protocol::PeerRequest`]); it sees
     /// neither `mounts` nor `env`, and is stopped when the action ends.
     pub peer: Option<PeerCommand>,
+    /// The root the action sees: the sandbox root (the default), or the
+    /// workspace itself (an image build step; see
+    /// [`super::protocol::ActionRoot`]).
+    pub root: super::protocol::ActionRoot,
 }
 
 impl Default for ExecOptions {
@@ -33,6 +37,7 @@ impl Default for ExecOptions {
             mounts: Vec::new(),
             env: Vec::new(),
             peer: None,
+            root: super::protocol::ActionRoot::System,
         }
     }
 }
@@ -82,6 +87,14 @@ impl ReadOnlyMount {
                 snapshot.id().short(),
                 layers.len()
             ))),
+        }
+    }
+
+    /// Mount the store's layer `layer` at `/<target>`.
+    pub(crate) fn of_layer(layer: LayerId, target: &str) -> Self {
+        Self {
+            layer,
+            target: target.trim_start_matches('/').to_owned(),
         }
     }
 
@@ -190,6 +203,7 @@ impl Sandbox {
                 .collect(),
             peer,
             stream: on_output.is_some(),
+            root: opts.root,
         };
         let req = Request::Exec(Box::new(req));
         let reply = match on_output {

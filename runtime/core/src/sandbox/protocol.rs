@@ -265,6 +265,25 @@ pub struct ExecRequest {
     /// before the final [`Response::Exec`].
     #[serde(default)]
     pub stream: bool,
+    /// The root the action sees (see [`ActionRoot`]).
+    #[serde(default)]
+    pub root: ActionRoot,
+}
+
+/// The root directory an action sees.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ActionRoot {
+    /// The sandbox root: the system view read-only, the workspace at
+    /// `/workspace` (every ordinary action).
+    #[default]
+    System,
+    /// The workspace itself is the root: a root filesystem being built (an
+    /// image build step). The sandbox's fresh `/proc`, `/dev` and `/tmp` are
+    /// bound onto the workspace's own mount points (created when missing);
+    /// everything else the action sees, and every write it makes, is the
+    /// workspace's, so sealing the workspace seals the step.
+    Workspace,
 }
 
 /// The descriptor number at which a paired action and its peer find their
@@ -454,6 +473,7 @@ mod tests {
             mounts: Vec::new(),
             peer: None,
             stream: true,
+            root: ActionRoot::System,
         };
         let mut json = serde_json::to_value(&req).unwrap();
         assert_eq!(json["stream"], serde_json::Value::Bool(true));

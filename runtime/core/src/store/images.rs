@@ -154,6 +154,40 @@ impl Store {
         Ok(id)
     }
 
+    /// The image an image build cache key (64 hex digits: the hash of a
+    /// recipe prefix, see `crate::image::build`) led to, if one was recorded.
+    /// A cache entry is not a gc root: the image it names may be gone.
+    pub fn build_cache_get(&self, key: &str) -> Result<Option<ObjectId>> {
+        read_ref(self.build_cache_path(key)?, "image")
+    }
+
+    /// Record that the build cache key `key` led to image `id`.
+    pub fn build_cache_set(&self, key: &str, id: &ObjectId) -> Result<()> {
+        let path = self.build_cache_path(key)?;
+        let bytes = format!("{}\n", id.to_hex());
+        atomic_write_with(&self.tmp_dir(), &path, bytes.as_bytes(), None)
+    }
+
+    /// Forget the build cache entry `key` (its image is gone).
+    pub fn build_cache_remove(&self, key: &str) -> Result<()> {
+        let path = self.build_cache_path(key)?;
+        match fs::remove_file(&path) {
+            Ok(()) => Ok(()),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
+            Err(e) => Err(io_err("remove build cache entry", &path)(e)),
+        }
+    }
+
+    fn build_cache_path(&self, key: &str) -> Result<std::path::PathBuf> {
+        if key.len() != 64 || !key.bytes().all(|b| b.is_ascii_hexdigit()) {
+            return Err(StoreError::BadTag {
+                path: self.root().join("refs/image-builds").join(key),
+                reason: "a build cache key is 64 hex digits".to_owned(),
+            });
+        }
+        Ok(self.root().join("refs/image-builds").join(key))
+    }
+
     /// Resolve an image name, a full image id or a unique id prefix (of a
     /// named image, at least 4 hex digits).
     pub fn resolve_image(&self, what: &str) -> Result<ObjectId> {

@@ -307,6 +307,7 @@ impl Store {
             "snapshots",
             "refs/tags",
             "refs/images",
+            "refs/image-builds",
             "tmp",
             "run",
         ] {

@@ -34,6 +34,9 @@ pub(super) struct ActionSpec<'a> {
     /// Whether the action's init mounts a fresh `/tmp` (a paired action and
     /// its peer share one the helper mounted instead).
     pub mount_tmp: bool,
+    /// Whether the action's root is the workspace (see
+    /// [`crate::sandbox::protocol::ActionRoot::Workspace`]).
+    pub workspace_root: bool,
 }
 
 /// Move `fd` above [`STATE_FD`], so that the `dup2`s in the action (onto
@@ -62,6 +65,8 @@ struct ActionChild<'a> {
     other_end: Option<i32>,
     /// Whether G mounts a fresh `/tmp` (not when the helper mounted a shared one).
     mount_tmp: bool,
+    /// Whether G makes the workspace the root.
+    workspace_root: bool,
 }
 
 impl ActionChild<'_> {
@@ -93,7 +98,7 @@ impl ActionChild<'_> {
             return 74;
         }
         // The cwd is the sandbox root in this mount namespace (see spawn_action).
-        if let Err(e) = enter_action_root(&mut Linux, self.mount_tmp) {
+        if let Err(e) = enter_action_root(&mut Linux, self.mount_tmp, self.workspace_root) {
             return fail("enter the sandbox root", &e);
         }
         let s_pid = match sys::fork() {
@@ -230,6 +235,7 @@ pub(super) fn spawn_action(root: &Path, spec: &ActionSpec<'_>) -> Result<Running
         channel: spec.channel,
         other_end: spec.other_end,
         mount_tmp: spec.mount_tmp,
+        workspace_root: spec.workspace_root,
     };
     // Enter the sandbox root first: clone() carries the cwd over to the
     // copy of its mount in the new mount namespace, whereas the helper's

@@ -53,7 +53,7 @@ pub use error::{HelperError, Op};
 use sys::{Linux, Syscalls};
 
 use super::protocol::{
-    ExecRequest, ExecResult, FileOp, FileResult, Request, Response, Setup, SystemView,
+    ActionRoot, ExecRequest, ExecResult, FileOp, FileResult, Request, Response, Setup, SystemView,
     WorkspaceMount,
 };
 use action::{ActionSpec, high_fd, spawn_action};
@@ -306,6 +306,7 @@ impl<S: Syscalls> Helper<S> {
                         channel: Some(theirs.as_raw_fd()),
                         other_end: channel.as_ref().map(|(ours, _)| ours.as_raw_fd()),
                         mount_tmp: false,
+                        workspace_root: false,
                     };
                     Some(spawn_action(&root, &spec)?)
                 }
@@ -323,6 +324,7 @@ impl<S: Syscalls> Helper<S> {
                     channel: channel.as_ref().map(|(ours, _)| ours.as_raw_fd()),
                     other_end: channel.as_ref().map(|(_, theirs)| theirs.as_raw_fd()),
                     mount_tmp: !shared_tmp,
+                    workspace_root: req.root == ActionRoot::Workspace,
                 };
                 spawn_action(&root, &spec)
             })();

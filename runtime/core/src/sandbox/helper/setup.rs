@@ -166,7 +166,18 @@ pub(super) fn unmount_workspace<S: Syscalls>(sys: &mut S, target: &Path) -> Resu
 /// The mounts of an action's init (G), whose cwd is the sandbox root in its
 /// fresh mount namespace: `/tmp` (unless the helper mounted a shared one),
 /// `/dev/shm`, `/proc`, then `pivot_root` into the root and detach the old one.
-pub(super) fn enter_action_root<S: Syscalls>(sys: &mut S, mount_tmp: bool) -> Result<()> {
+///
+/// With `workspace_root` (an image build step), the root is the workspace
+/// instead: the sandbox's `/proc`, `/dev` (with its `shm`) and `/tmp` are
+/// bound recursively onto the workspace's mount points (created when the
+/// root filesystem lacks them), `/run` is a fresh tmpfs (as on a booted
+/// system) with the per-action read-only mount points at
+/// `/run/arbor/<point>`, and then the init `pivot_root`s into `workspace`.
+pub(super) fn enter_action_root<S: Syscalls>(
+    sys: &mut S,
+    mount_tmp: bool,
+    workspace_root: bool,
+) -> Result<()> {
     let root = Path::new(".");
     let nosuid_nodev = MsFlags::MS_NOSUID | MsFlags::MS_NODEV;
     if mount_tmp {
@@ -185,6 +196,35 @@ pub(super) fn enter_action_root<S: Syscalls>(sys: &mut S, mount_tmp: bool) -> Re
         nosuid_nodev | MsFlags::MS_NOEXEC,
         None,
     )?;
+    if workspace_root {
+        let ws = root.join("workspace");
+        for dir in ["proc", "dev", "tmp"] {
+            sys.mkdir(&ws.join(dir), 0o755)?;
+            sys.mount(
+                Some(&root.join(dir)),
+                &ws.join(dir),
+                None,
+                MsFlags::MS_BIND | MsFlags::MS_REC,
+                None,
+            )?;
+        }
+        let run = ws.join("run");
+        sys.mkdir(&run, 0o755)?;
+        mount_tmpfs(sys, &run, nosuid_nodev, "mode=0755,size=16m")?;
+        sys.mkdir(&run.join("arbor"), 0o755)?;
+        for point in MOUNT_POINTS {
+            let dst = run.join("arbor").join(point);
+            sys.mkdir(&dst, 0o755)?;
+            sys.mount(
+                Some(&root.join(point)),
+                &dst,
+                None,
+                MsFlags::MS_BIND | MsFlags::MS_REC,
+                None,
+            )?;
+        }
+        sys.chdir(&ws)?;
+    }
     sys.pivot_root(root, root)?;
     sys.umount(root, MntFlags::MNT_DETACH)?;
     sys.chdir(Path::new("/"))

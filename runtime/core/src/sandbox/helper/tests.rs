@@ -405,7 +405,7 @@ fn a_failing_overlay_mount_is_recognisable_and_polices_nothing() {
 #[test]
 fn action_init_mounts_tmp_shm_proc_then_pivots() {
     let mut rec = Recorder::default();
-    setup::enter_action_root(&mut rec, true).unwrap();
+    setup::enter_action_root(&mut rec, true, false).unwrap();
     let nosuid_nodev = MsFlags::MS_NOSUID | MsFlags::MS_NODEV;
     let tmp = mount(
         Some(Path::new("tmpfs")),
@@ -444,8 +444,69 @@ fn action_init_mounts_tmp_shm_proc_then_pivots() {
     assert_eq!(rec.calls, want);
     // Control: a paired action's init uses the helper's shared /tmp.
     let mut shared = Recorder::default();
-    setup::enter_action_root(&mut shared, false).unwrap();
+    setup::enter_action_root(&mut shared, false, false).unwrap();
     assert_eq!(shared.calls, rest);
+}
+
+#[test]
+fn a_build_step_binds_proc_dev_tmp_into_the_workspace_and_pivots_there() {
+    let nosuid_nodev = MsFlags::MS_NOSUID | MsFlags::MS_NODEV;
+    let mut rec = Recorder::default();
+    setup::enter_action_root(&mut rec, true, true).unwrap();
+    let mut plain = Recorder::default();
+    setup::enter_action_root(&mut plain, true, false).unwrap();
+    // The same mounts at the sandbox root first (tmp, dev/shm, proc) ...
+    assert_eq!(rec.calls[..3], plain.calls[..3]);
+    // ... then each bound recursively onto the workspace, which becomes the root.
+    let mut want = Vec::new();
+    for dir in ["proc", "dev", "tmp"] {
+        want.push(Call::Mkdir {
+            path: p(&format!("./workspace/{dir}")),
+            mode: 0o755,
+        });
+        want.push(mount(
+            Some(&p(&format!("./{dir}"))),
+            &p(&format!("./workspace/{dir}")),
+            None,
+            MsFlags::MS_BIND | MsFlags::MS_REC,
+            None,
+        ));
+    }
+    want.push(Call::Mkdir {
+        path: p("./workspace/run"),
+        mode: 0o755,
+    });
+    want.push(mount(
+        Some(Path::new("tmpfs")),
+        Path::new("./workspace/run"),
+        Some("tmpfs"),
+        nosuid_nodev,
+        Some("mode=0755,size=16m"),
+    ));
+    want.push(Call::Mkdir {
+        path: p("./workspace/run/arbor"),
+        mode: 0o755,
+    });
+    for point in crate::sandbox::protocol::MOUNT_POINTS {
+        want.push(Call::Mkdir {
+            path: p(&format!("./workspace/run/arbor/{point}")),
+            mode: 0o755,
+        });
+        want.push(mount(
+            Some(&p(&format!("./{point}"))),
+            &p(&format!("./workspace/run/arbor/{point}")),
+            None,
+            MsFlags::MS_BIND | MsFlags::MS_REC,
+            None,
+        ));
+    }
+    want.push(Call::Chdir {
+        path: p("./workspace"),
+    });
+    want.extend(plain.calls[3..].iter().cloned());
+    assert_eq!(rec.calls[3..], want[..]);
+    // Control: without it, the pivot follows the proc mount at once.
+    assert!(matches!(plain.calls[3], Call::PivotRoot { .. }));
 }
 
 #[test]
