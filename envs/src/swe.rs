@@ -15,6 +15,9 @@
 //!
 //! Nothing is written unless every instance converts: the tasks are built
 //! in a staging folder beside the output and renamed into place at the end.
+//!
+//! (Over 600 lines: about 150 of them are the tests at the bottom, which
+//! build real git repositories and belong beside the conversion they check.)
 
 use std::collections::BTreeSet;
 use std::fmt::Write as _;
@@ -131,7 +134,12 @@ impl ImageSpec {
             let text = std::fs::read_to_string(path).map_err(|e| err(e.to_string()))?;
             let mut table: toml::Table = toml::from_str(&text).map_err(|e| err(e.to_string()))?;
             return match table.remove("image") {
-                Some(toml::Value::Table(t)) => Ok(Self::Recipe(t)),
+                Some(toml::Value::Table(t)) => {
+                    // Checked now, so no task is written with a recipe the
+                    // loader would refuse.
+                    crate::task::read_image_recipe(path).map_err(|e| err(e.to_string()))?;
+                    Ok(Self::Recipe(t))
+                }
                 _ => Err(err("the recipe file has no [image] table".to_owned())),
             };
         }
@@ -581,13 +589,10 @@ fn convert(
     let text = task_toml(inst, image, &gold_paths, &workspace, &fixed)?;
     let toml_path = dir.join("task.toml");
     std::fs::write(&toml_path, text).map_err(|e| io(&toml_path, e))?;
-    if !matches!(image, Some(ImageSpec::Recipe(_))) {
-        // (A recipe table needs the loader that reads `[image]` tables.)
-        crate::task::TaskSpec::load(dir).map_err(|source| SweError::Task {
-            instance: inst.instance_id.clone(),
-            source,
-        })?;
-    }
+    crate::task::TaskSpec::load(dir).map_err(|source| SweError::Task {
+        instance: inst.instance_id.clone(),
+        source,
+    })?;
     Ok(())
 }
 
@@ -876,6 +881,16 @@ mod tests {
         let toml = std::fs::read_to_string(out.join("local-calc-1/task.toml")).unwrap();
         let v: toml::Table = toml::from_str(&toml).unwrap();
         assert_eq!(v["image"]["debian"].as_str(), Some("bookworm"));
+        let spec = crate::task::TaskSpec::load(&out.join("local-calc-1")).unwrap();
+        assert!(matches!(spec.image, Some(crate::TaskImage::Recipe(_))));
         assert!(ImageSpec::parse("Not An Image!").is_err());
+        // A recipe the loader would refuse is refused here, naming the field.
+        std::fs::write(
+            &recipe,
+            "[image]\ndebian = \"bookworm\"\npip = [\"--index-url=http://x/simple\"]\n",
+        )
+        .unwrap();
+        let err = ImageSpec::parse(&recipe.display().to_string()).unwrap_err();
+        assert!(err.to_string().contains("pip"), "{err}");
     }
 }

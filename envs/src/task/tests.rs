@@ -96,6 +96,54 @@ fn malformed_fields_name_file_line_and_field() {
     assert!(e.contains("task.toml:7:"), "{e}");
 }
 
+#[test]
+fn an_image_is_a_name_or_a_recipe_table_checked_field_by_field() {
+    let with = |image: &str| GOOD.replace("[limits]", &format!("{image}\n[limits]"));
+    let root = task_dir(&with("image = \"py-311\""));
+    let t = TaskSpec::load(&root.path().join("t-1")).unwrap();
+    assert_eq!(t.image, Some(TaskImage::Named("py-311".into())));
+    let recipe =
+        "[image]\ndebian = \"bookworm\"\npackages = [\"python3\"]\npip = [\"six==1.16.0\"]\n";
+    let root = task_dir(&with(recipe));
+    let t = TaskSpec::load(&root.path().join("t-1")).unwrap();
+    match &t.image {
+        Some(TaskImage::Recipe(r)) => {
+            assert_eq!(r.debian, "bookworm");
+            assert_eq!(r.pip, vec!["six==1.16.0"]);
+        }
+        other => panic!("expected a recipe, got {other:?}"),
+    }
+    let e = load_err(&with("[image]\ndebain = \"bookworm\"\n"));
+    assert!(e.contains("field `image`") && e.contains("debain"), "{e}");
+    let e = load_err(&with(
+        "[image]\ndebian = \"bookworm\"\npip = [\"--index-url=http://x\"]\n",
+    ));
+    assert!(e.contains("field `image`") && e.contains("pip"), "{e}");
+    let e = load_err(&with("image = 3"));
+    assert!(e.contains("field `image`"), "{e}");
+}
+
+#[test]
+fn setup_egress_names_hosts_and_needs_setup_commands() {
+    let with = |extra: &str| {
+        GOOD.replace(
+            "instructions = \"fix it\"\n",
+            &format!("instructions = \"fix it\"\n{extra}"),
+        )
+    };
+    let root = task_dir(&with(
+        "setup = [\"true\"]\nsetup_allow_hosts = [\"files.example.org\"]\n",
+    ));
+    let t = TaskSpec::load(&root.path().join("t-1")).unwrap();
+    assert_eq!(t.setup_allow_hosts, vec!["files.example.org"]);
+    let e = load_err(&with(
+        "setup = [\"true\"]\nsetup_allow_hosts = [\"10.1.2.3\"]\n",
+    ));
+    assert!(e.contains("field `setup_allow_hosts`"), "{e}");
+    let e = load_err(&with("setup_allow_hosts = [\"files.example.org\"]\n"));
+    assert!(e.contains("no setup commands"), "{e}");
+}
+
 const WASM: &str = r#"id = "t-1"
 family = "interpreter"
 backend = "wasm"
