@@ -148,6 +148,22 @@ fn a_debian_image_is_built_in_cached_layers_and_sandboxes_run_on_it() {
     assert_eq!(listed.len(), 2, "only the two imports: {listed:?}");
     let report = rt.store().fsck().unwrap();
     assert!(report.is_clean(), "{:?}", report.problems);
+
+    // Cache entries are not roots: once the images are unnamed and unused,
+    // gc takes them and their entries (base, pip, three runs).
+    for name in ["py", "py2"] {
+        rt.remove_image(name).unwrap();
+    }
+    let gc = rt.store().gc().unwrap();
+    assert_eq!(gc.build_cache_removed, 5, "{gc:?}");
+    assert!(gc.layers_removed >= 5, "{gc:?}");
+    assert_eq!(
+        std::fs::read_dir(t.home().join("refs/image-builds"))
+            .unwrap()
+            .count(),
+        0
+    );
+    assert!(rt.store().fsck().unwrap().is_clean());
 }
 
 #[test]

@@ -574,9 +574,10 @@ pub fn read_image_recipe(path: &Path) -> Result<ImageRecipe, TaskError> {
         message,
     };
     let mut table: toml::Table = toml::from_str(&text).map_err(|e| bad(e.to_string()))?;
-    let value = table
-        .remove("image")
-        .unwrap_or_else(|| toml::Value::Table(table));
+    let value = match table.remove("image") {
+        Some(v) => v,
+        None => toml::Value::Table(table),
+    };
     let recipe =
         ImageRecipe::deserialize(value).map_err(|e| bad(format!("not an image recipe: {e}")))?;
     recipe.validate().map_err(|e| bad(e.to_string()))?;

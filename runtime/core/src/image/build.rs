@@ -705,7 +705,8 @@ mod tests {
     #[test]
     fn a_valid_recipe_passes_and_each_bad_field_is_named() {
         recipe().validate().unwrap();
-        let cases: Vec<(&str, Box<dyn Fn(&mut ImageRecipe)>)> = vec![
+        type Edit = Box<dyn Fn(&mut ImageRecipe)>;
+        let cases: Vec<(&str, Edit)> = vec![
             ("debian", Box::new(|r| r.debian = "../etc".into())),
             ("debian", Box::new(|r| r.debian = String::new())),
             (

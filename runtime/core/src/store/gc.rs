@@ -24,6 +24,8 @@ pub struct GcReport {
     pub layers_removed: usize,
     /// Squash cache directories removed.
     pub squash_removed: usize,
+    /// Image build cache entries removed (their image was collected).
+    pub build_cache_removed: usize,
     /// Stale `tmp/` entries of dead processes removed.
     pub tmp_removed: usize,
     /// `run/` directories of dead processes removed.
@@ -105,6 +107,16 @@ impl Store {
             failpoint("gc.deleting");
             rep.bytes_freed += remove_tree(path, dev)?;
             rep.objects_removed += 1;
+        }
+        // Image build cache entries are not roots: drop those whose image went.
+        let builds = self.root().join("refs/image-builds");
+        for (name, _) in sorted_entries(&builds)? {
+            if let Ok(Some(id)) = self.build_cache_get(&name)
+                && !reach.objects.contains(&id)
+            {
+                self.build_cache_remove(&name)?;
+                rep.build_cache_removed += 1;
+            }
         }
 
         for (sub, keep) in [("layers", &reach.layers), ("squash", &reach.snapshots)] {

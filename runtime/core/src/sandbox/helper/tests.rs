@@ -461,12 +461,12 @@ fn a_build_step_binds_proc_dev_tmp_into_the_workspace_and_pivots_there() {
     let mut want = Vec::new();
     for dir in ["proc", "dev", "tmp"] {
         want.push(Call::Mkdir {
-            path: p(&format!("./workspace/{dir}")),
+            path: p(format!("./workspace/{dir}")),
             mode: 0o755,
         });
         want.push(mount(
-            Some(&p(&format!("./{dir}"))),
-            &p(&format!("./workspace/{dir}")),
+            Some(&p(format!("./{dir}"))),
+            &p(format!("./workspace/{dir}")),
             None,
             MsFlags::MS_BIND | MsFlags::MS_REC,
             None,
@@ -489,12 +489,12 @@ fn a_build_step_binds_proc_dev_tmp_into_the_workspace_and_pivots_there() {
     });
     for point in crate::sandbox::protocol::MOUNT_POINTS {
         want.push(Call::Mkdir {
-            path: p(&format!("./workspace/run/arbor/{point}")),
+            path: p(format!("./workspace/run/arbor/{point}")),
             mode: 0o755,
         });
         want.push(mount(
-            Some(&p(&format!("./{point}"))),
-            &p(&format!("./workspace/run/arbor/{point}")),
+            Some(&p(format!("./{point}"))),
+            &p(format!("./workspace/run/arbor/{point}")),
             None,
             MsFlags::MS_BIND | MsFlags::MS_REC,
             None,
