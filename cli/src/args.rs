@@ -57,6 +57,10 @@ pub enum Command {
         /// ls`): sandboxes see the image's root filesystem, not the host's.
         #[arg(long, value_name = "IMAGE", conflicts_with = "wasm")]
         image: Option<String>,
+        /// Also put the workspace at the image's WorkingDir, where actions
+        /// start (as a container on the image would see its project).
+        #[arg(long, requires = "image")]
+        workdir: bool,
     },
     /// Container images (OCI layout, oci-archive, docker-archive) as layer chains.
     Image {

@@ -48,7 +48,9 @@ fn runtime_is_input(e: &RuntimeError) -> bool {
         | RuntimeError::BadSeed(_)
         | RuntimeError::NativeOnly(_)
         | RuntimeError::NotADirectory(_)
+        | RuntimeError::Workdir(_)
         | RuntimeError::DestinationNotEmpty(_) => true,
+        RuntimeError::Image(i) => matches!(**i, arbor_runtime::image::ImageError::BadRecipe { .. }),
         RuntimeError::Io { op, source, .. } => {
             *op == "import" && source.kind() == std::io::ErrorKind::NotFound
         }

@@ -144,3 +144,104 @@ fn a_sandbox_on_an_image_sees_the_image_not_the_host() {
     let mut again = t.runtime.resolve("on-image").unwrap().open().unwrap();
     assert_eq!(sh(&mut again, "cat /etc/image-id"), "arbor-test-image\n");
 }
+
+#[test]
+fn a_workspace_at_the_images_working_dir_is_the_same_workspace() {
+    let t = arbor_tests::runtime(Path::new(HELPER));
+    let rootfs = t.scratch("rootfs");
+    minimal_rootfs(&rootfs);
+    std::fs::create_dir_all(rootfs.join("srv/app")).unwrap();
+    let layout = t.scratch("layout");
+    let config = |dir: Option<&str>| ImageConfig {
+        working_dir: dir.map(str::to_owned),
+        ..ImageConfig::default()
+    };
+    write_oci_layout(
+        &layout,
+        &[LayoutLayer {
+            tar: tar_dir(&rootfs).unwrap(),
+            compression: Compression::None,
+        }],
+        &config(Some("/srv/app")),
+        Some("wd:1"),
+    )
+    .unwrap();
+    t.runtime
+        .import_image(&layout, &ImageImport::default())
+        .unwrap();
+    let image = t.runtime.image("wd:1").unwrap();
+    let ws = t.scratch("ws");
+    std::fs::create_dir_all(&ws).unwrap();
+    std::fs::write(ws.join("task.txt"), "do it\n").unwrap();
+
+    let snap = t
+        .runtime
+        .import_with(&ws, None, Some(&image), true)
+        .unwrap();
+    assert_eq!(snap.manifest().workdir.as_deref(), Some("/srv/app"));
+    let mut sb = snap.open().unwrap();
+    assert_eq!(sh(&mut sb, "pwd; cat task.txt"), "/srv/app\ndo it\n");
+    // One workspace at two paths: a write at the WorkingDir is in /workspace,
+    // in the file API and in the snapshot.
+    sh(&mut sb, "echo made-here > out.txt");
+    assert_eq!(sh(&mut sb, "cat /workspace/out.txt"), "made-here\n");
+    assert_eq!(sb.read_file("out.txt").unwrap(), b"made-here\n");
+    let child = sb.snapshot().unwrap();
+    drop(sb);
+    assert_eq!(child.manifest().workdir.as_deref(), Some("/srv/app"));
+    let mut fork = child.fork(1).unwrap().pop().unwrap();
+    assert_eq!(
+        sh(&mut fork, "pwd; cat /srv/app/out.txt"),
+        "/srv/app\nmade-here\n"
+    );
+    drop(fork);
+
+    // Control: imported without it, /srv/app is the image's read-only directory.
+    let plain = t.runtime.import_on(&ws, None, Some(&image)).unwrap();
+    assert_eq!(plain.manifest().workdir, None);
+    let mut psb = plain.open().unwrap();
+    assert_eq!(
+        sh(&mut psb, "pwd; ls -A /srv/app | wc -l"),
+        "/workspace\n0\n"
+    );
+    let obs = psb
+        .exec("echo x > /srv/app/out.txt", &ExecOptions::default())
+        .unwrap();
+    assert_ne!(obs.code(), Some(0), "the image's directory is read-only");
+    drop(psb);
+
+    // Refused by name: no image, an image without a WorkingDir, a WorkingDir
+    // the image lacks.
+    let err = t.runtime.import_with(&ws, None, None, true).unwrap_err();
+    assert!(err.to_string().contains("needs an image"), "{err}");
+    for (name, dir, want) in [
+        ("nowd:1", None, "names no WorkingDir"),
+        (
+            "missing:1",
+            Some("/opt/absent"),
+            "not a directory of the image",
+        ),
+        ("proc:1", Some("/proc/self"), "not a plain absolute path"),
+    ] {
+        let layout = t.scratch(name);
+        write_oci_layout(
+            &layout,
+            &[LayoutLayer {
+                tar: tar_dir(&rootfs).unwrap(),
+                compression: Compression::None,
+            }],
+            &config(dir),
+            Some(name),
+        )
+        .unwrap();
+        t.runtime
+            .import_image(&layout, &ImageImport::default())
+            .unwrap();
+        let img = t.runtime.image(name).unwrap();
+        let err = t
+            .runtime
+            .import_with(&ws, None, Some(&img), true)
+            .unwrap_err();
+        assert!(err.to_string().contains(want), "{name}: {err}");
+    }
+}

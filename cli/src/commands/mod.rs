@@ -48,13 +48,14 @@ pub fn run(ctx: &Ctx, command: Command) -> Result<i32> {
             wasm,
             seed,
             image,
+            workdir,
         } => steps::import(
             ctx,
             dir.as_deref(),
             wasm.as_deref(),
             tag.as_deref(),
             seed.as_deref(),
-            image.as_deref(),
+            image.as_deref().map(|i| (i, workdir)),
         ),
         Command::Image { command } => images::run(ctx, command),
         Command::Exec {

@@ -45,9 +45,10 @@ pub(super) fn import(
     guest: Option<&str>,
     tag: Option<&str>,
     seed: Option<&str>,
-    image: Option<&str>,
+    image: Option<(&str, bool)>,
 ) -> Result<i32> {
-    let image = image.map(|i| ctx.runtime.image(i)).transpose()?;
+    let at_workdir = image.is_some_and(|(_, w)| w);
+    let image = image.map(|(i, _)| ctx.runtime.image(i)).transpose()?;
     if let Some(t) = tag {
         check_tag_name(ctx.store(), t)?;
     }
@@ -65,7 +66,10 @@ pub(super) fn import(
         }
         None => {
             let dir = dir.ok_or_else(|| UsageError("import needs a directory".into()))?;
-            AnySnapshot::from(ctx.runtime.import_on(dir, None, image.as_ref())?)
+            AnySnapshot::from(
+                ctx.runtime
+                    .import_with(dir, None, image.as_ref(), at_workdir)?,
+            )
         }
     };
     let id = *snapshot.id();

@@ -28,6 +28,8 @@ pub(super) struct RawTask {
     pub(super) setup_allow_hosts: Vec<Spanned<String>>,
     #[serde(default)]
     pub(super) image: Option<Spanned<toml::Value>>,
+    #[serde(default)]
+    pub(super) workdir: Option<Spanned<String>>,
     pub(super) limits: RawLimits,
     pub(super) paths: RawPaths,
     #[serde(default)]
@@ -357,6 +359,30 @@ impl TaskSpec {
         {
             return Err(src.error(v, "image", "only native tasks run on an image"));
         }
+        let at_image_workdir = match &raw.workdir {
+            None => false,
+            Some(w) if w.get_ref() == "workspace" => false,
+            Some(w) if w.get_ref() == "image" => {
+                if image.is_none() {
+                    return Err(src.error(
+                        w,
+                        "workdir",
+                        "\"image\" needs the task to run on an image (`image = ...`)",
+                    ));
+                }
+                true
+            }
+            Some(w) => {
+                return Err(src.error(
+                    w,
+                    "workdir",
+                    format!(
+                        "{:?}: expected \"workspace\" (the default) or \"image\" (the image's WorkingDir)",
+                        w.get_ref()
+                    ),
+                ));
+            }
+        };
         let mut setup_allow_hosts = Vec::new();
         for h in &raw.setup_allow_hosts {
             let host = arbor_runtime::sandbox::egress::check_host_name(h.get_ref())
@@ -535,6 +561,7 @@ impl TaskSpec {
             workspace,
             setup: raw.setup,
             setup_allow_hosts,
+            at_image_workdir,
             image,
             limits,
             allow,

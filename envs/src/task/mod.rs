@@ -345,6 +345,10 @@ pub struct TaskSpec {
     /// (`setup_allow_hosts`; none by default: loopback only). The agent's
     /// steps and the checks never get egress.
     pub setup_allow_hosts: Vec<String>,
+    /// `workdir = "image"`: the workspace also appears at the image's
+    /// `WorkingDir`, where the agent's actions start (the checks still see
+    /// it at `/workspace`).
+    pub at_image_workdir: bool,
     /// The image the task runs on (`None`: the host's system view).
     pub image: Option<TaskImage>,
     /// Limits on the agent.

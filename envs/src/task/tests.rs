@@ -121,6 +121,26 @@ fn an_image_is_a_name_or_a_recipe_table_checked_field_by_field() {
     assert!(e.contains("field `image`") && e.contains("pip"), "{e}");
     let e = load_err(&with("image = 3"));
     assert!(e.contains("field `image`"), "{e}");
+    // workdir = "image" puts the workspace at the image's WorkingDir too.
+    let root = task_dir(&with("image = \"py-311\"\nworkdir = \"image\""));
+    assert!(
+        TaskSpec::load(&root.path().join("t-1"))
+            .unwrap()
+            .at_image_workdir
+    );
+    let root = task_dir(&with("image = \"py-311\""));
+    assert!(
+        !TaskSpec::load(&root.path().join("t-1"))
+            .unwrap()
+            .at_image_workdir
+    );
+    let e = load_err(&with("workdir = \"image\""));
+    assert!(
+        e.contains("field `workdir`") && e.contains("needs the task to run on an image"),
+        "{e}"
+    );
+    let e = load_err(&with("image = \"py-311\"\nworkdir = \"/app\""));
+    assert!(e.contains("field `workdir`"), "{e}");
 }
 
 #[test]

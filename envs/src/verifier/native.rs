@@ -532,10 +532,11 @@ fn task_image(runtime: &Runtime, spec: &TaskSpec) -> Result<Option<Image>, EnvEr
 
 fn make_root(runtime: &Runtime, spec: &TaskSpec, tag: &str) -> Result<Snapshot, EnvError> {
     let image = task_image(runtime, spec)?;
+    let at = spec.at_image_workdir;
     if spec.setup.is_empty() {
-        return Ok(runtime.import_on(&spec.workspace, Some(tag), image.as_ref())?);
+        return Ok(runtime.import_with(&spec.workspace, Some(tag), image.as_ref(), at)?);
     }
-    let imported = runtime.import_on(&spec.workspace, None, image.as_ref())?;
+    let imported = runtime.import_with(&spec.workspace, None, image.as_ref(), at)?;
     let mut sb = imported.open()?;
     if !spec.setup_allow_hosts.is_empty() {
         sb.allow_egress(&spec.setup_allow_hosts)?;

@@ -95,6 +95,9 @@ pub enum RuntimeError {
     /// An image was refused.
     #[error(transparent)]
     Image(Box<crate::image::ImageError>),
+    /// A workspace at the image's `WorkingDir` cannot be had.
+    #[error("workdir: {0}")]
+    Workdir(String),
     /// The WebAssembly backend failed.
     #[cfg(feature = "wasm")]
     #[error(transparent)]
@@ -518,6 +521,7 @@ impl Runtime {
                 manifest.layers.clone(),
                 manifest.session.clone(),
                 image.clone(),
+                manifest.workdir.clone(),
             )
         };
         let decided = self.inner.backend.lock().ok().and_then(|b| *b).is_some();

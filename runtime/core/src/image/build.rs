@@ -586,6 +586,7 @@ impl Runtime {
                 .unwrap_or(0),
             killed_background: Vec::new(),
             image: Some(image.id),
+            workdir: None,
         };
         let id = store.put_manifest(&manifest)?;
         store.list_snapshot(&id)?;

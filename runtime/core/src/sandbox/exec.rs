@@ -204,6 +204,7 @@ impl Sandbox {
             peer,
             stream: on_output.is_some(),
             root: opts.root,
+            workdir: self.workdir.clone(),
         };
         let req = Request::Exec(Box::new(req));
         let reply = match on_output {

@@ -76,6 +76,8 @@ pub struct Sandbox {
     killed_background: Vec<String>,
     /// The image whose root filesystem the sandbox sees (`None`: the host's).
     image: Option<std::sync::Arc<crate::image::Image>>,
+    /// Where the workspace also appears (see [`crate::store::Manifest::workdir`]).
+    workdir: Option<String>,
     /// The egress proxy, when the sandbox was given an allowlist.
     egress: Option<egress::EgressProxy>,
     /// The tree of the private changes, when nothing was done since it was computed.
@@ -108,6 +110,7 @@ impl Sandbox {
         layers: Vec<LayerId>,
         session: SessionState,
         image: Option<std::sync::Arc<crate::image::Image>>,
+        workdir: Option<String>,
     ) -> Result<Self> {
         let store = runtime.store();
         let pool::Prepared {
@@ -192,10 +195,16 @@ impl Sandbox {
             pending: Vec::new(),
             killed_background: Vec::new(),
             image,
+            workdir,
             egress: None,
             delta_cache: None,
             unwritten: Vec::new(),
         })
+    }
+
+    /// Where the workspace also appears, if anywhere (the image's `WorkingDir`).
+    pub fn workdir(&self) -> Option<&str> {
+        self.workdir.as_deref()
     }
 
     /// The image the sandbox runs on, if any.

@@ -268,6 +268,10 @@ pub struct ExecRequest {
     /// The root the action sees (see [`ActionRoot`]).
     #[serde(default)]
     pub root: ActionRoot,
+    /// An absolute path of the system view where the workspace is bound
+    /// too (the image's `WorkingDir`); the directory must exist there.
+    #[serde(default)]
+    pub workdir: Option<String>,
 }
 
 /// The root directory an action sees.
@@ -474,6 +478,7 @@ mod tests {
             peer: None,
             stream: true,
             root: ActionRoot::System,
+            workdir: None,
         };
         let mut json = serde_json::to_value(&req).unwrap();
         assert_eq!(json["stream"], serde_json::Value::Bool(true));

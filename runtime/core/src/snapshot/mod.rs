@@ -163,6 +163,7 @@ impl Sandbox {
             created_at: now(),
             killed_background,
             image: self.image().map(|i| i.id),
+            workdir: self.workdir().map(str::to_owned),
         };
         // 5–6.
         let id = protocol.publish(store, || store.put_manifest(&manifest))?;
@@ -229,6 +230,31 @@ impl Runtime {
         tag: Option<&str>,
         image: Option<&crate::image::Image>,
     ) -> Result<Snapshot> {
+        self.import_with(src, tag, image, false)
+    }
+
+    /// [`Self::import_on`], with `at_workdir`: the workspace also appears at
+    /// the image's `WorkingDir` (a directory of the image), where every
+    /// action starts, as a container on the image would see its project
+    /// (the verifier and the file API keep using `/workspace`: the same
+    /// files). Fails with [`RuntimeError::Workdir`] when there is no image,
+    /// the image names no `WorkingDir`, or the image lacks that directory.
+    pub fn import_with(
+        &self,
+        src: &Path,
+        tag: Option<&str>,
+        image: Option<&crate::image::Image>,
+        at_workdir: bool,
+    ) -> Result<Snapshot> {
+        let workdir = match (at_workdir, image) {
+            (false, _) => None,
+            (true, None) => {
+                return Err(RuntimeError::Workdir(
+                    "a workspace at the image's WorkingDir needs an image".to_owned(),
+                ));
+            }
+            (true, Some(img)) => Some(self.image_workdir(img)?),
+        };
         let meta = std::fs::metadata(src).map_err(|e| io("import", src, e))?;
         if !meta.is_dir() {
             return Err(RuntimeError::NotADirectory(src.to_owned()));
@@ -253,7 +279,7 @@ impl Runtime {
             let manifest = Manifest {
                 layers: vec![tree_id],
                 session: SessionState {
-                    cwd: "/workspace".to_owned(),
+                    cwd: workdir.clone().unwrap_or_else(|| "/workspace".to_owned()),
                     ..SessionState::default()
                 },
                 parent: None,
@@ -264,6 +290,7 @@ impl Runtime {
                 created_at: now(),
                 killed_background: Vec::new(),
                 image: image.map(|i| i.id),
+                workdir: workdir.clone(),
             };
             let id = store.put_manifest(&manifest)?;
             failpoint("import.manifest-written");
@@ -277,6 +304,46 @@ impl Runtime {
             crate::cleanup::remove_dir_forcefully(&staging);
         }
         result
+    }
+}
+
+impl Runtime {
+    /// The image's `WorkingDir`, checked: an absolute, normal path below `/`
+    /// that is not one of the sandbox's own mount points, and a directory of
+    /// the image (in its topmost layer that has the path).
+    fn image_workdir(&self, image: &crate::image::Image) -> Result<String> {
+        let Some(dir) = image.record.config.working_dir.clone() else {
+            return Err(RuntimeError::Workdir(format!(
+                "image {} names no WorkingDir",
+                image.id.short()
+            )));
+        };
+        let rel = dir.trim_end_matches('/').trim_start_matches('/');
+        let normal = dir.starts_with('/')
+            && !rel.is_empty()
+            && Path::new(rel)
+                .components()
+                .all(|c| matches!(c, std::path::Component::Normal(_)));
+        let first = rel.split('/').next().unwrap_or_default();
+        if !normal
+            || ["proc", "dev", "tmp", "workspace", "sys", "etc"].contains(&first)
+            || crate::sandbox::protocol::MOUNT_POINTS.contains(&first)
+        {
+            return Err(RuntimeError::Workdir(format!(
+                "the image's WorkingDir {dir:?} is not a plain absolute path outside /proc, /dev, /tmp, /sys, /etc and /workspace"
+            )));
+        }
+        for layer in image.record.layers.iter().rev() {
+            let p = self.store().layer_dir(layer).join(rel);
+            match std::fs::symlink_metadata(&p) {
+                Ok(m) if m.is_dir() => return Ok(format!("/{rel}")),
+                Ok(_) => break,
+                Err(_) => continue,
+            }
+        }
+        Err(RuntimeError::Workdir(format!(
+            "the image's WorkingDir {dir:?} is not a directory of the image"
+        )))
     }
 }
 

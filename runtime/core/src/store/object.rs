@@ -371,4 +371,10 @@ pub struct Manifest {
     /// this snapshot (`None`: the host's).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub image: Option<ObjectId>,
+    /// Where the workspace also appears in sandboxes on this snapshot (an
+    /// absolute path: the image's `WorkingDir`, when the snapshot was imported
+    /// to use it), and so the actions' starting directory; `None`: only at
+    /// `/workspace`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub workdir: Option<String>,
 }

@@ -16,6 +16,7 @@ pub(crate) fn manifest(parent: Option<SnapshotId>, layers: Vec<LayerId>) -> Mani
         created_at: 1,
         killed_background: vec![],
         image: None,
+        workdir: None,
     }
 }
 

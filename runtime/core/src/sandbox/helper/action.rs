@@ -37,6 +37,8 @@ pub(super) struct ActionSpec<'a> {
     /// Whether the action's root is the workspace (see
     /// [`crate::sandbox::protocol::ActionRoot::Workspace`]).
     pub workspace_root: bool,
+    /// Where the workspace is bound too (the image's `WorkingDir`).
+    pub workdir: Option<&'a str>,
 }
 
 /// Move `fd` above [`STATE_FD`], so that the `dup2`s in the action (onto
@@ -67,6 +69,8 @@ struct ActionChild<'a> {
     mount_tmp: bool,
     /// Whether G makes the workspace the root.
     workspace_root: bool,
+    /// Where G binds the workspace too.
+    workdir: Option<&'a str>,
 }
 
 impl ActionChild<'_> {
@@ -98,7 +102,12 @@ impl ActionChild<'_> {
             return 74;
         }
         // The cwd is the sandbox root in this mount namespace (see spawn_action).
-        if let Err(e) = enter_action_root(&mut Linux, self.mount_tmp, self.workspace_root) {
+        if let Err(e) = enter_action_root(
+            &mut Linux,
+            self.mount_tmp,
+            self.workspace_root,
+            self.workdir,
+        ) {
             return fail("enter the sandbox root", &e);
         }
         let s_pid = match sys::fork() {
@@ -236,6 +245,7 @@ pub(super) fn spawn_action(root: &Path, spec: &ActionSpec<'_>) -> Result<Running
         other_end: spec.other_end,
         mount_tmp: spec.mount_tmp,
         workspace_root: spec.workspace_root,
+        workdir: spec.workdir,
     };
     // Enter the sandbox root first: clone() carries the cwd over to the
     // copy of its mount in the new mount namespace, whereas the helper's

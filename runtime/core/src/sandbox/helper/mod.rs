@@ -307,6 +307,7 @@ impl<S: Syscalls> Helper<S> {
                         other_end: channel.as_ref().map(|(ours, _)| ours.as_raw_fd()),
                         mount_tmp: false,
                         workspace_root: false,
+                        workdir: None,
                     };
                     Some(spawn_action(&root, &spec)?)
                 }
@@ -325,6 +326,7 @@ impl<S: Syscalls> Helper<S> {
                     other_end: channel.as_ref().map(|(_, theirs)| theirs.as_raw_fd()),
                     mount_tmp: !shared_tmp,
                     workspace_root: req.root == ActionRoot::Workspace,
+                    workdir: req.workdir.as_deref(),
                 };
                 spawn_action(&root, &spec)
             })();

@@ -173,10 +173,14 @@ pub(super) fn unmount_workspace<S: Syscalls>(sys: &mut S, target: &Path) -> Resu
 /// root filesystem lacks them), `/run` is a fresh tmpfs (as on a booted
 /// system) with the per-action read-only mount points at
 /// `/run/arbor/<point>`, and then the init `pivot_root`s into `workspace`.
+///
+/// With `workdir` (an absolute path of the system view: the image's
+/// `WorkingDir`), the workspace is bound there too before the pivot.
 pub(super) fn enter_action_root<S: Syscalls>(
     sys: &mut S,
     mount_tmp: bool,
     workspace_root: bool,
+    workdir: Option<&str>,
 ) -> Result<()> {
     let root = Path::new(".");
     let nosuid_nodev = MsFlags::MS_NOSUID | MsFlags::MS_NODEV;
@@ -224,6 +228,25 @@ pub(super) fn enter_action_root<S: Syscalls>(
             )?;
         }
         sys.chdir(&ws)?;
+    } else if let Some(dir) = workdir {
+        let rel = dir.trim_start_matches('/');
+        if rel.is_empty()
+            || !Path::new(rel)
+                .components()
+                .all(|c| matches!(c, std::path::Component::Normal(_)))
+        {
+            return Err(HelperError::MountTarget {
+                target: dir.to_owned(),
+                points: "an absolute path of the system view".to_owned(),
+            });
+        }
+        sys.mount(
+            Some(&root.join("workspace")),
+            &root.join(rel),
+            None,
+            MsFlags::MS_BIND | MsFlags::MS_REC,
+            None,
+        )?;
     }
     sys.pivot_root(root, root)?;
     sys.umount(root, MntFlags::MNT_DETACH)?;

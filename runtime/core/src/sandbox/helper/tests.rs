@@ -405,7 +405,7 @@ fn a_failing_overlay_mount_is_recognisable_and_polices_nothing() {
 #[test]
 fn action_init_mounts_tmp_shm_proc_then_pivots() {
     let mut rec = Recorder::default();
-    setup::enter_action_root(&mut rec, true, false).unwrap();
+    setup::enter_action_root(&mut rec, true, false, None).unwrap();
     let nosuid_nodev = MsFlags::MS_NOSUID | MsFlags::MS_NODEV;
     let tmp = mount(
         Some(Path::new("tmpfs")),
@@ -444,17 +444,43 @@ fn action_init_mounts_tmp_shm_proc_then_pivots() {
     assert_eq!(rec.calls, want);
     // Control: a paired action's init uses the helper's shared /tmp.
     let mut shared = Recorder::default();
-    setup::enter_action_root(&mut shared, false, false).unwrap();
+    setup::enter_action_root(&mut shared, false, false, None).unwrap();
     assert_eq!(shared.calls, rest);
+}
+
+#[test]
+fn a_workdir_binds_the_workspace_there_too_before_the_pivot() {
+    let mut rec = Recorder::default();
+    setup::enter_action_root(&mut rec, true, false, Some("/srv/app")).unwrap();
+    let mut plain = Recorder::default();
+    setup::enter_action_root(&mut plain, true, false, None).unwrap();
+    let mut want = plain.calls[..3].to_vec();
+    want.push(mount(
+        Some(Path::new("./workspace")),
+        Path::new("./srv/app"),
+        None,
+        MsFlags::MS_BIND | MsFlags::MS_REC,
+        None,
+    ));
+    want.extend(plain.calls[3..].iter().cloned());
+    assert_eq!(rec.calls, want);
+    // A path that is not plain is refused.
+    for bad in ["/", "/srv/../etc", "relative/..", "/./x"] {
+        let mut r = Recorder::default();
+        assert!(
+            setup::enter_action_root(&mut r, true, false, Some(bad)).is_err(),
+            "{bad}"
+        );
+    }
 }
 
 #[test]
 fn a_build_step_binds_proc_dev_tmp_into_the_workspace_and_pivots_there() {
     let nosuid_nodev = MsFlags::MS_NOSUID | MsFlags::MS_NODEV;
     let mut rec = Recorder::default();
-    setup::enter_action_root(&mut rec, true, true).unwrap();
+    setup::enter_action_root(&mut rec, true, true, None).unwrap();
     let mut plain = Recorder::default();
-    setup::enter_action_root(&mut plain, true, false).unwrap();
+    setup::enter_action_root(&mut plain, true, false, None).unwrap();
     // The same mounts at the sandbox root first (tmp, dev/shm, proc) ...
     assert_eq!(rec.calls[..3], plain.calls[..3]);
     // ... then each bound recursively onto the workspace, which becomes the root.
