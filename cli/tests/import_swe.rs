@@ -149,3 +149,62 @@ fn a_patch_that_does_not_apply_is_refused_and_nothing_is_written() {
     assert!(out.status.success(), "{}", describe(&out));
     assert!(out_dir.join("local-calc-1/task.toml").is_file());
 }
+
+/// The files under `dir` that git ignores although they are there (a task
+/// folder's file that git ignores is missing from every clean clone); `None`
+/// when `dir` is not in a git work tree.
+fn ignored_files(dir: &Path) -> Option<Vec<String>> {
+    let out = Command::new("git")
+        .args([
+            "-c",
+            "safe.directory=*",
+            "ls-files",
+            "--others",
+            "--ignored",
+        ])
+        .args(["--exclude-standard", "--", "."])
+        .current_dir(dir)
+        .output()
+        .expect("run git");
+    if !out.status.success() {
+        return None;
+    }
+    let text = String::from_utf8(out.stdout).expect("utf-8");
+    Some(
+        text.lines()
+            // Bytecode a host tool may leave behind is not part of a task.
+            .filter(|l| !l.split('/').any(|c| c == "__pycache__"))
+            .map(str::to_owned)
+            .collect(),
+    )
+}
+
+/// Every file of the bundled tasks is in git: a project's own `.gitignore`
+/// inside a task's workspace (isodate's ignores its generated `version.py`)
+/// must not silently drop a file from the commit, as it did once: the task
+/// passed here and failed on every clean clone. Control: a nested
+/// `.gitignore` in a scratch repository is reported.
+#[test]
+fn bundled_task_files_are_all_tracked() {
+    let scratch = tempfile::tempdir().unwrap();
+    sh(
+        scratch.path(),
+        "git init -q . && mkdir -p t/workspace/src && printf 'src/version.py\\n' > t/workspace/.gitignore
+         echo 'v = 1' > t/workspace/src/version.py && echo 'x = 1' > t/workspace/src/a.py",
+    );
+    assert_eq!(
+        ignored_files(scratch.path()),
+        Some(vec!["t/workspace/src/version.py".to_owned()]),
+        "control: a nested .gitignore's file is reported"
+    );
+
+    let tasks = Path::new(env!("CARGO_MANIFEST_DIR")).join("../envs/tasks");
+    let Some(ignored) = ignored_files(&tasks) else {
+        eprintln!("skipped: {} is not in a git work tree", tasks.display());
+        return;
+    };
+    assert!(
+        ignored.is_empty(),
+        "task files that git ignores (add them with `git add -f`): {ignored:?}"
+    );
+}
