@@ -203,3 +203,92 @@ fn a_subject_that_crashes_hangs_or_floods_gets_a_named_error() {
     // Positive control and the runtime afterwards: the gold still scores 1.
     assert_unharmed(&rt, &env);
 }
+
+#[test]
+fn a_pytest_file_that_cannot_be_collected_errors_only_its_own_checks() {
+    let rt = runtime(Path::new(HELPER));
+    let dir = write_task(
+        rt.dir.path(),
+        "bad-collect",
+        "test_ops.py",
+        PYTEST_CHECKS,
+        "runner = \"pytest\"",
+    );
+    std::fs::write(
+        dir.join("checks/test_broken.py"),
+        "raise RuntimeError('broken at import')\n\n\ndef test_never():\n    pass\n",
+    )
+    .unwrap();
+    let env = prepare(&rt, &dir);
+    let v = env.run_and_verify(&env.spec().gold.clone()).unwrap();
+    let why = reasons(&v);
+    assert_eq!(v.reward, Some(0.0), "{why}");
+    let broken = v
+        .task
+        .checks
+        .iter()
+        .find(|c| c.id.starts_with("test_broken.py"))
+        .unwrap_or_else(|| panic!("the broken file is a check: {why}"));
+    assert!(!broken.passed);
+    assert!(
+        broken.detail.contains("broken at import"),
+        "names the collection error: {why}"
+    );
+    // pytest alone stops the session at a collection error; the other
+    // file's checks are still run and graded.
+    assert_eq!(v.task.checks_passed, 2, "{why}");
+
+    // Positive control: without the broken file the gold scores 1.
+    std::fs::remove_file(dir.join("checks/test_broken.py")).unwrap();
+    let env = prepare(&rt, &dir);
+    assert_unharmed(&rt, &env);
+}
+
+/// Checks parametrized over a set of tuples: pytest names each case by its
+/// position (`c3-box7`), which follows the set's iteration order, which
+/// follows string hashing.
+const SET_CHECKS: &str = "import pytest\nfrom ops import add\n\nCASES = {(f'c{i}', frozenset([i])) for i in range(24)}\n\n\n@pytest.mark.parametrize('name,box', CASES)\ndef test_add(name, box):\n    (i,) = box\n    assert name == f'c{i}' and add(i, i) == 2 * i\n";
+
+#[test]
+fn checks_parametrized_over_a_set_keep_their_ids_from_listing_to_running() {
+    let rt = runtime(Path::new(HELPER));
+    let dir = write_task(
+        rt.dir.path(),
+        "set-ids",
+        "test_ops.py",
+        SET_CHECKS,
+        "runner = \"pytest\"",
+    );
+    // Control: the order (so the ids) does depend on the hash seed, so
+    // unseeded listing and running would disagree.
+    let snap = rt.runtime.import(&dir.join("checks"), None).unwrap();
+    let order = |seed: u32| {
+        let mut sb = snap.open().unwrap();
+        let cmd = format!(
+            "PYTHONHASHSEED={seed} python3 -c \"print([n for n, _ in {{(f'c{{i}}', frozenset([i])) for i in range(24)}}])\""
+        );
+        let obs = sb
+            .exec(&cmd, &arbor_runtime::ExecOptions::with_timeout_ms(20_000))
+            .unwrap();
+        assert_eq!(obs.code(), Some(0), "{obs:?}");
+        obs.stdout_text()
+    };
+    assert_ne!(order(1), order(2), "the set's order follows the seed");
+
+    let env = prepare(&rt, &dir);
+    assert_eq!(env.spec().gold.len(), 1);
+    for run in 0..2 {
+        let v = env.run_and_verify(&env.spec().gold.clone()).unwrap();
+        assert_eq!(v.task.checks_total, 24, "run {run}: {}", reasons(&v));
+        assert_eq!(v.reward, Some(1.0), "run {run}: {}", reasons(&v));
+    }
+    // And a wrong solution fails them (the ids are graded, not skipped).
+    let v = env.run_and_verify(&[]).unwrap();
+    assert_eq!(v.reward, Some(0.0), "{}", reasons(&v));
+    assert_eq!(
+        v.task.checks_passed,
+        1,
+        "only add(0, 0) holds: {}",
+        reasons(&v)
+    );
+}

@@ -6,7 +6,7 @@
 //!   unmodified module copied into the workspace as `ws_<module>.py` (the
 //!   test file's imports of the module rewritten to that name), compared
 //!   with `python3 -m unittest` discovery of the same files;
-//! - the pytest suites of four PyPI packages (sdists fetched by name with
+//! - the pytest suites of five PyPI packages (sdists fetched by name with
 //!   pinned hashes by `.ci/prerequisites`), compared with plain `pytest`.
 //!
 //! Both sides run in sandboxes of the same root snapshot: the verifier
@@ -87,6 +87,15 @@ const PACKAGES: &[Package] = &[
         sdist: "inflection-0.5.1",
         code: &[("inflection", "inflection")],
         tests: ".",
+        gated: true,
+    },
+    // A src layout whose exception classes cross the boundary as classes
+    // (`pytest.raises(ISO8601Error)`; pytest then tests their truth value).
+    Package {
+        name: "isodate",
+        sdist: "isodate-0.7.2",
+        code: &[("src/isodate", "isodate")],
+        tests: "tests",
         gated: true,
     },
     Package {

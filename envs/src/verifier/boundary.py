@@ -997,6 +997,15 @@ class ProxyMeta(type):
     def __len__(cls):
         return _client().op("len", cls)
 
+    def __bool__(cls):
+        # Without this, bool(cls) would fall back to __len__ above and fail
+        # for every class that has no length (`if exc_type:` in traceback);
+        # the subject says what its class's truth value is (True unless its
+        # metaclass decides otherwise).
+        if type.__getattribute__(cls, "__dict__").get("_arbor_class_h") is None:
+            return True
+        return bool(_client().op("bool", cls))
+
     def __getitem__(cls, key):
         return _client().op("getitem", cls, key)
 
@@ -1269,6 +1278,16 @@ class RemoteException:
 _BUILTIN_VALUE_BASES = (int, float, complex, str, bytes, bytearray, list, tuple, dict, set, frozenset)
 
 
+def _checked_bases():
+    """Standard-library C types that C code checks instances of by type (not
+    by duck typing) and whose instances carry no data of their own: a proxy
+    class can truly derive from them (every attribute, `utcoffset` included,
+    still goes to the subject), so `datetime(..., tzinfo=proxy)` accepts a
+    workspace tzinfo."""
+    import datetime
+    return (datetime.tzinfo,)
+
+
 def make_proxy_class(client, h, desc):
     """The class standing for a class of the code under test (handle `h`):
     its instances are proxies, constructing it constructs in the subject,
@@ -1277,6 +1296,7 @@ def make_proxy_class(client, h, desc):
     bases = []
     builtin_base = None
     abcs = []
+    checked = []
     exc = bool(desc.get("exc"))
     for ref in desc.get("bases") or ():
         b = client.decode_type(ref)
@@ -1288,6 +1308,8 @@ def make_proxy_class(client, h, desc):
         else:
             if b in _BUILTIN_VALUE_BASES or any(issubclass(b, x) for x in _BUILTIN_VALUE_BASES):
                 builtin_base = builtin_base or b.__qualname__
+            if not exc and b in _checked_bases():
+                checked.append(b)
             abcs.append(b)
     ns = {"__module__": str(desc.get("module", "")), "__qualname__": str(desc.get("qualname", name)),
           "_arbor_class_h": h, "_arbor_builtin_base": builtin_base, "_arbor_remote": True}
@@ -1305,6 +1327,7 @@ def make_proxy_class(client, h, desc):
         ns["__slots__"] = ()
         if not any(getattr(b, "_arbor_remote", False) for b in bases):
             bases.append(ProxyObject)
+        bases.extend(checked)
     try:
         cls = ProxyMeta(name, tuple(_dedupe(bases)), ns)
     except TypeError:

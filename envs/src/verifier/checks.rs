@@ -66,9 +66,24 @@ def _arbor_boot():
 _arbor_boot()
 "#;
 
-/// The interpreter both sides run: isolated (`-I`), no `site` (`-S`), no
-/// bytecode (`-B`).
+/// The interpreter both sides run: started isolated (`-I`: no `PYTHON*`
+/// variable an image's Env may carry is read), no `site` (`-S`), no
+/// bytecode (`-B`), then re-executed by [`SEEDED`] with string hashing
+/// seeded as in every action.
 const PYTHON: &str = "/usr/bin/python3 -I -S -B";
+
+/// Run by [`PYTHON`] before either side's program: `-I` also ignores
+/// `PYTHONHASHSEED`, so it replaces itself with the same interpreter on
+/// an environment holding no `PYTHON*` variable but `PYTHONHASHSEED=0`,
+/// with `-s -S -B` (and `-P` where it exists) for the rest of `-I`. Set
+/// and dict iteration order is then the same in the verifier as in the
+/// agent's actions and the same on every run: a check parametrized over a
+/// set keeps its ids from listing to running.
+const SEEDED: &str = "import os, sys\n\
+e = {k: v for k, v in os.environ.items() if not k.startswith('PYTHON')}\n\
+e['PYTHONHASHSEED'] = '0'\n\
+f = ['-s', '-S', '-B'] + (['-P'] if sys.version_info >= (3, 11) else [])\n\
+os.execve(sys.executable, [sys.executable] + f + sys.argv[1:], e)\n";
 
 /// The environment variable that names a directory holding pytest (and
 /// its dependencies) for the checks' trusted environment.
@@ -365,11 +380,18 @@ fn paired(
         ),
     ];
     opts.peer = Some(PeerCommand {
-        command: format!("exec {PYTHON} -c {}", shell_quote(SUBJECT_BOOTSTRAP)),
+        command: format!(
+            "exec {PYTHON} -c {} -c {}",
+            shell_quote(SEEDED),
+            shell_quote(SUBJECT_BOOTSTRAP)
+        ),
         env: Vec::new(),
     });
     Ok((
-        format!("exec {PYTHON} \"$ARBOR_CHECKS/.arbor/trusted.py\" {mode}"),
+        format!(
+            "exec {PYTHON} -c {} \"$ARBOR_CHECKS/.arbor/trusted.py\" {mode}",
+            shell_quote(SEEDED)
+        ),
         opts,
     ))
 }
@@ -480,6 +502,21 @@ pub(crate) fn judge(test: &RunnerTest, semantics: Semantics) -> Result<(), Check
     }
 }
 
+/// The verdict of a whole-file check (pytest `file::*`, listed for a file
+/// that could not be collected at the task's root) that collects now:
+/// every test of the file must pass. `None` when `id` is no such check or
+/// the file reported no test.
+pub(crate) fn whole_file(
+    tests: &[RunnerTest],
+    id: &str,
+    semantics: Semantics,
+) -> Option<Result<(), CheckFailure>> {
+    let prefix = id.strip_suffix('*').filter(|p| p.ends_with("::"))?;
+    let mut of_file = tests.iter().filter(|t| t.id.starts_with(prefix)).peekable();
+    of_file.peek()?;
+    Some(of_file.try_for_each(|t| judge(t, semantics)))
+}
+
 /// The report for `id` when the runner did not report it by name: the
 /// error of its module (unittest `module.*`) or file (pytest `file::*`).
 pub(crate) fn module_error<'a>(tests: &'a [RunnerTest], id: &str) -> Option<&'a RunnerTest> {
@@ -515,6 +552,30 @@ fn shell_quote(s: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_whole_file_check_passes_only_when_every_test_of_its_file_does() {
+        let report = |line: &str| serde_json::from_str::<RunnerResult>(line).unwrap().tests;
+        let good = report(
+            r#"{"tests": [{"id": "t/f.py::a", "outcome": "pass", "detail": ""},
+                          {"id": "t/g.py::a", "outcome": "fail", "detail": "other file"}]}"#,
+        );
+        let bad = report(
+            r#"{"tests": [{"id": "t/f.py::a", "outcome": "pass", "detail": ""},
+                          {"id": "t/f.py::b", "outcome": "fail", "detail": "AssertionError"}]}"#,
+        );
+        let up = Semantics::Upstream;
+        assert!(matches!(whole_file(&good, "t/f.py::*", up), Some(Ok(()))));
+        assert!(matches!(whole_file(&bad, "t/f.py::*", up), Some(Err(_))));
+        assert!(
+            whole_file(&good, "t/h.py::*", up).is_none(),
+            "no test of the file"
+        );
+        assert!(
+            whole_file(&good, "t/f.py::a", up).is_none(),
+            "not a whole-file id"
+        );
+    }
 
     #[test]
     fn the_runners_blame_is_read_from_its_field_not_the_text() {

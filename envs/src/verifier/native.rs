@@ -229,8 +229,10 @@ impl TaskEnv {
                 Some(t) => checks::judge(t, semantics),
                 None => match checks::module_error(&result.tests, id) {
                     Some(t) => Err(CheckFailure::Reported(t.detail.clone())),
-                    None => Err(CheckFailure::NotReported {
-                        subject: result.subject.clone(),
+                    None => checks::whole_file(&result.tests, id, semantics).unwrap_or_else(|| {
+                        Err(CheckFailure::NotReported {
+                            subject: result.subject.clone(),
+                        })
                     }),
                 },
             };
