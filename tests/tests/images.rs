@@ -245,3 +245,128 @@ fn a_workspace_at_the_images_working_dir_is_the_same_workspace() {
         assert!(err.to_string().contains(want), "{name}: {err}");
     }
 }
+
+/// An image's `User` applies: actions run as its uid and gid (from the
+/// image's own /etc/passwd and /etc/group), hold no capability, and meet
+/// permission checks as that user, while the workspace stays theirs to
+/// write; snapshots and forks keep it. Control: the same root filesystem
+/// without a `User` runs as root, which reads a mode-000 file.
+#[test]
+fn actions_on_an_image_with_a_user_run_as_that_user() {
+    let t = arbor_tests::runtime(Path::new(HELPER));
+    let rootfs = t.scratch("rootfs");
+    rootfs_of_host_tools(&rootfs, &["bash", "cat", "id", "chmod", "stat"]).unwrap();
+    std::fs::create_dir_all(rootfs.join("etc")).unwrap();
+    std::fs::write(
+        rootfs.join("etc/passwd"),
+        "root:x:0:0:root:/root:/bin/bash\napp:x:1000:1001::/home/app:/bin/bash\n",
+    )
+    .unwrap();
+    std::fs::write(
+        rootfs.join("etc/group"),
+        "root:x:0:\nwheel:x:10:\napp:x:1001:\n",
+    )
+    .unwrap();
+    let tar = tar_dir(&rootfs).unwrap();
+    let image_with = |name: &str, user: Option<&str>| {
+        let layout = t.scratch(name);
+        write_oci_layout(
+            &layout,
+            &[LayoutLayer {
+                tar: tar.clone(),
+                compression: Compression::None,
+            }],
+            &ImageConfig {
+                user: user.map(str::to_owned),
+                ..ImageConfig::default()
+            },
+            Some(name),
+        )
+        .unwrap();
+        t.runtime
+            .import_image(&layout, &ImageImport::default())
+            .unwrap();
+        t.runtime.image(name).unwrap()
+    };
+    let ws = t.scratch("ws");
+    std::fs::create_dir_all(&ws).unwrap();
+    std::fs::write(ws.join("task.txt"), "do it\n").unwrap();
+    // `id -un` prints the number (and fails) where the image names no user.
+    const PROBE: &str = "id -u; id -g; id -un 2>/dev/null; id -gn 2>/dev/null; \
+        while read -r k v; do [ \"$k\" = CapEff: ] && echo \"$v\"; done < /proc/self/status; \
+        echo secret > s.txt; chmod 000 s.txt; cat s.txt 2>/dev/null || echo denied; \
+        echo mine > out.txt && stat -c %u:%g out.txt";
+
+    // Control: no User, root (every capability the sandbox keeps; mode 000 is no barrier).
+    let root_img = image_with("noone:1", None);
+    assert_eq!(root_img.user, Ok(None));
+    let mut sb = t
+        .runtime
+        .import_on(&ws, None, Some(&root_img))
+        .unwrap()
+        .open()
+        .unwrap();
+    let out = sh(&mut sb, PROBE);
+    let lines: Vec<&str> = out.lines().collect();
+    assert_eq!(&lines[..4], ["0", "0", "root", "root"], "{out}");
+    assert_ne!(lines[4], "0000000000000000", "{out}");
+    assert_eq!(&lines[5..], ["secret", "0:0"], "{out}");
+    drop(sb);
+
+    for (name, user, ids, names) in [
+        ("app:1", "app", (1000, 1001), ("app", "app")),
+        ("appwheel:1", "app:wheel", (1000, 10), ("app", "wheel")),
+        ("numeric:1", "4242:7", (4242, 7), ("4242", "7")),
+    ] {
+        let img = image_with(name, Some(user));
+        let got = img.user.clone().unwrap().unwrap();
+        assert_eq!((got.uid, got.gid), ids, "{user}");
+        let snap = t.runtime.import_on(&ws, None, Some(&img)).unwrap();
+        let mut sb = snap.open().unwrap();
+        let out = sh(&mut sb, PROBE);
+        let lines: Vec<&str> = out.lines().collect();
+        let (uid, gid) = (ids.0.to_string(), ids.1.to_string());
+        assert_eq!(
+            lines,
+            [
+                uid.as_str(),
+                gid.as_str(),
+                names.0,
+                names.1,
+                "0000000000000000",
+                "denied",
+                &format!("{uid}:{gid}"),
+            ],
+            "{user}: {out}"
+        );
+        // What the user wrote is in the snapshot, and a fork runs as the user too.
+        let child = sb.snapshot().unwrap();
+        drop(sb);
+        let mut fork = child.fork(1).unwrap().pop().unwrap();
+        assert_eq!(
+            sh(&mut fork, "cat out.txt; id -u"),
+            format!("mine\n{uid}\n")
+        );
+    }
+
+    // A user the image does not have: named, and no sandbox opens; the
+    // image itself is still listed and shown.
+    for (name, user, want) in [
+        ("ghost:1", "ghost", "no user \"ghost\" in its /etc/passwd"),
+        (
+            "nogroup:1",
+            "app:staff",
+            "no group \"staff\" in its /etc/group",
+        ),
+    ] {
+        let img = image_with(name, Some(user));
+        assert!(
+            img.user.as_ref().unwrap_err().contains(want),
+            "{:?}",
+            img.user
+        );
+        let snap = t.runtime.import_on(&ws, None, Some(&img)).unwrap();
+        let err = snap.open().unwrap_err().to_string();
+        assert!(err.contains(want) && err.contains(&img.id.short()), "{err}");
+    }
+}

@@ -462,3 +462,77 @@ fn large_files_move_up_to_the_file_api_limit_and_past_it_fail_cleanly() {
     let after = sb.exec("echo still here", &opts()).unwrap();
     assert_eq!(after.stdout_text(), "still here\n");
 }
+
+/// Files and directories the agent made unreadable to their owner (mode
+/// 000, a directory with only `x` or none, one with only `w`) are
+/// snapshotted, forked and checked out like any other, in rootless mode too,
+/// where the runtime has no DAC override over them (they are the caller's
+/// own files) and must not fail on them. The modes stay as the agent left
+/// them: in the fork (control: root there still reads the files) and in the
+/// checkout.
+#[test]
+fn files_the_agent_made_unreadable_are_still_snapshotted() {
+    use std::os::unix::fs::PermissionsExt;
+    let t = arbor_tests::runtime(helper());
+    let src = t.scratch("src");
+    std::fs::create_dir_all(&src).unwrap();
+    std::fs::write(src.join("kept.txt"), "kept\n").unwrap();
+    let snap = t.runtime.import(&src, None).unwrap();
+    let mut sb = snap.open().unwrap();
+    let run = |sb: &mut arbor_runtime::Sandbox, cmd: &str| {
+        let obs = sb.exec(cmd, &opts()).unwrap();
+        assert_eq!(
+            obs.code(),
+            Some(0),
+            "{cmd}: {}",
+            String::from_utf8_lossy(&obs.stderr)
+        );
+        obs.stdout_text()
+    };
+    const MODES: &str = "stat -c '%n %a' . d d/e d/e/f g h kept.txt";
+    run(
+        &mut sb,
+        "mkdir -p d/e h && echo deep > d/e/f && echo top > g && \
+         chmod 000 d/e/f g && chmod 100 d/e && chmod 000 d && chmod 200 h",
+    );
+    let want = ". 755\nd 0\nd/e 100\nd/e/f 0\ng 0\nh 200\nkept.txt 644\n";
+    assert_eq!(run(&mut sb, MODES), want);
+    let child = sb.snapshot().unwrap();
+    // The sandbox goes on on the new snapshot, and a second seal works too.
+    run(&mut sb, "echo later > /tmp/x");
+    let again = sb.snapshot().unwrap();
+    drop(sb);
+    let mut fork = child.fork(1).unwrap().pop().unwrap();
+    assert_eq!(run(&mut fork, MODES), want);
+    assert_eq!(run(&mut fork, "cat g d/e/f kept.txt"), "top\ndeep\nkept\n");
+    drop(fork);
+    assert_eq!(again.manifest().layers, child.manifest().layers);
+
+    let out = t.scratch("out");
+    t.runtime.checkout(&child, &out).unwrap();
+    let mode = |rel: &str| {
+        std::fs::symlink_metadata(out.join(rel))
+            .unwrap()
+            .permissions()
+            .mode()
+            & 0o777
+    };
+    assert_eq!(
+        [mode("d"), mode("h"), mode("g"), mode("kept.txt")],
+        [0, 0o200, 0, 0o644]
+    );
+    for (dir, m) in [("d", 0o755), ("d/e", 0o755)] {
+        std::fs::set_permissions(out.join(dir), std::fs::Permissions::from_mode(m)).unwrap();
+    }
+    assert_eq!(mode("d/e/f"), 0);
+    for f in ["g", "d/e/f"] {
+        std::fs::set_permissions(out.join(f), std::fs::Permissions::from_mode(0o644)).unwrap();
+    }
+    assert_eq!(
+        std::fs::read_to_string(out.join("d/e/f")).unwrap(),
+        "deep\n"
+    );
+    assert_eq!(std::fs::read_to_string(out.join("g")).unwrap(), "top\n");
+    let f = t.runtime.store().fsck().unwrap();
+    assert!(f.is_clean(), "{:?}", f.problems);
+}

@@ -32,6 +32,16 @@ struct ShowJson<'a> {
     names: Vec<String>,
     #[serde(flatten)]
     record: &'a ImageRecord,
+    /// The ids actions run as (`null`: root), or why the `User` cannot be resolved.
+    run_as: RunAs,
+}
+
+#[derive(Serialize)]
+#[serde(rename_all = "snake_case")]
+enum RunAs {
+    Ids { uid: u32, gid: u32 },
+    Root,
+    Unresolvable(String),
 }
 
 pub(super) fn run(ctx: &Ctx, command: ImageCommand) -> Result<i32> {
@@ -158,6 +168,14 @@ pub(super) fn run(ctx: &Ctx, command: ImageCommand) -> Result<i32> {
                 image: img.id,
                 names,
                 record: &img.record,
+                run_as: match &img.user {
+                    Ok(Some(u)) => RunAs::Ids {
+                        uid: u.uid,
+                        gid: u.gid,
+                    },
+                    Ok(None) => RunAs::Root,
+                    Err(why) => RunAs::Unresolvable(why.clone()),
+                },
             };
             emit(ctx.json, &j, || {
                 let c = &img.record.config;
@@ -189,13 +207,20 @@ pub(super) fn run(ctx: &Ctx, command: ImageCommand) -> Result<i32> {
                 }
                 if let Some(w) = &c.working_dir {
                     out.push_str(&format!(
-                        "workdir {w} (recorded; the workspace is /workspace)\n"
+                        "workdir {w} (the workspace appears there with `import --image I --workdir`)\n"
                     ));
                 }
                 if let Some(u) = &c.user {
-                    out.push_str(&format!(
-                        "user {u} (recorded; actions run as the sandbox's root)\n"
-                    ));
+                    match &img.user {
+                        Ok(Some(ids)) => out.push_str(&format!(
+                            "user {u} (actions run as uid {}, gid {})\n",
+                            ids.uid, ids.gid
+                        )),
+                        Ok(None) => out.push_str(&format!("user {u} (root)\n")),
+                        Err(why) => out.push_str(&format!(
+                            "user {u} (cannot be resolved, no sandbox opens on the image: {why})\n"
+                        )),
+                    }
                 }
                 if let Some(e) = &c.entrypoint {
                     out.push_str(&format!("entrypoint {e:?}\n"));

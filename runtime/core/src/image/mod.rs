@@ -13,6 +13,7 @@
 
 pub mod build;
 mod format;
+pub mod user;
 pub mod write;
 
 use std::collections::BTreeSet;
@@ -191,6 +192,11 @@ pub struct Image {
     pub id: ObjectId,
     /// The record.
     pub record: ImageRecord,
+    /// The ids its actions run as (`Ok(None)`: root), resolved from the
+    /// config's `User` and the image's `/etc/passwd` and `/etc/group` (see
+    /// [`user`]); `Err` names why the user cannot be resolved, and sandboxes
+    /// on the image do not open.
+    pub user: std::result::Result<Option<user::ImageUser>, String>,
 }
 
 impl Image {
@@ -488,17 +494,30 @@ impl Runtime {
     /// An image by name, id or unique id prefix.
     pub fn image(&self, what: &str) -> Result<Image> {
         let id = self.store().resolve_image(what)?;
-        Ok(Image {
-            id,
-            record: self.store().get_image(&id)?,
-        })
+        self.image_by_id(&id)
     }
 
     /// The image with id `id`.
     pub fn image_by_id(&self, id: &ObjectId) -> Result<Image> {
+        let record = self.store().get_image(id)?;
+        let spec = record.config.user.as_deref().unwrap_or_default();
+        let user = if user::needs_databases(spec) {
+            let chain: Vec<PathBuf> = record
+                .layers
+                .iter()
+                .rev()
+                .map(|l| self.store().layer_dir(l))
+                .collect();
+            let passwd = user::read_from_layers(&chain, "etc/passwd");
+            let group = user::read_from_layers(&chain, "etc/group");
+            user::resolve(spec, passwd.as_deref(), group.as_deref())
+        } else {
+            user::resolve(spec, None, None)
+        };
         Ok(Image {
             id: *id,
-            record: self.store().get_image(id)?,
+            record,
+            user,
         })
     }
 

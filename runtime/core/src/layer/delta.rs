@@ -10,10 +10,10 @@ use std::collections::BTreeMap;
 use std::os::unix::fs::MetadataExt;
 use std::path::Path;
 
-use super::fsio::{open_dir_path, split_parent};
+use super::fsio::{Relaxed, open_dir_path, split_parent};
 use super::materialize::open_source_file;
 use super::merge::MergedView;
-use super::scan::{entry_without_hash, tree_of_dir, walk};
+use super::scan::{entry_without_hash, tree_of_dir, walk_relaxed};
 use super::writer::{EntryWriter, discard_dest, prepare_dest};
 use super::{LayerError, OwnerMap, Result};
 use crate::store::hash_file;
@@ -55,21 +55,37 @@ pub fn write_delta_layer(
     out: &Path,
     owners: &OwnerMap,
 ) -> Result<Tree> {
-    let ws = scan_workspace(workspace, owners)?;
+    // What the agent made unreadable to the caller (rootless mode) is
+    // opened up while the delta is read, and put back before it is scanned.
+    let mut relaxed = Relaxed::new();
+    let ws = scan_workspace(workspace, owners, &mut relaxed)?;
     let ops = plan(workspace, &ws, base)?;
     let created = prepare_dest(out)?;
     let written = write_ops(workspace, out, &ops);
-    if let Err(e) = written {
+    let restored = relaxed.restore().map_err(|source| LayerError::Walk {
+        path: workspace.to_path_buf(),
+        source,
+    });
+    if let Err(e) = written.and(restored) {
         discard_dest(out, created);
         return Err(e);
     }
     tree_of_dir(out, owners)
 }
 
-/// Every entry of the workspace except whiteout-like devices.
-fn scan_workspace(workspace: &Path, owners: &OwnerMap) -> Result<BTreeMap<String, WsEntry>> {
+/// Every entry of the workspace except whiteout-like devices (its
+/// directories and files readable to the caller until `relaxed` is restored).
+fn scan_workspace(
+    workspace: &Path,
+    owners: &OwnerMap,
+    relaxed: &mut Relaxed,
+) -> Result<BTreeMap<String, WsEntry>> {
     let mut ws = BTreeMap::new();
-    walk(workspace, |path, rel, meta| {
+    let mut files = Vec::new();
+    walk_relaxed(workspace, relaxed, |path, rel, meta| {
+        if meta.is_file() && meta.mode() & 0o400 == 0 {
+            files.push((path.to_path_buf(), meta.clone()));
+        }
         let entry = entry_without_hash(path, rel, meta, owners)?;
         if entry.kind != EntryKind::Whiteout {
             let host = (meta.uid(), meta.gid());
@@ -77,6 +93,11 @@ fn scan_workspace(workspace: &Path, owners: &OwnerMap) -> Result<BTreeMap<String
         }
         Ok(())
     })?;
+    for (path, meta) in files {
+        relaxed
+            .allow(&path, &meta, 0o400)
+            .map_err(|source| LayerError::Walk { path, source })?;
+    }
     Ok(ws)
 }
 

@@ -331,6 +331,107 @@ fn make_dirs_writable(path: &Path) -> io::Result<()> {
     Ok(())
 }
 
+/// Owner permission bits added for the runtime's own reading of files the
+/// caller owns but has made unreadable to itself (an agent's `chmod 000`:
+/// in rootless mode every file of a sandbox is the caller's, and the caller
+/// has no DAC override), restored, last first, by [`Relaxed::restore`] (or
+/// on drop). Nothing is changed when running as root, for a file that has
+/// the bits already, or for one the caller does not own. Modes are changed
+/// through an `O_PATH` descriptor of the very inode that was `lstat`ed (via
+/// `/proc/self/fd`), never through a path a symlink could redirect.
+pub(crate) struct Relaxed {
+    active: bool,
+    uid: u32,
+    changed: Vec<(OwnedFd, u32)>,
+}
+
+impl Relaxed {
+    pub(crate) fn new() -> Self {
+        let uid = rustix::process::geteuid();
+        Self {
+            active: !uid.is_root(),
+            uid: uid.as_raw(),
+            changed: Vec::new(),
+        }
+    }
+
+    /// Give `path` (whose `lstat` is `meta`) the owner bits `need` until
+    /// [`Self::restore`]. A directory needs `0o500` to be listed and
+    /// searched, a file `0o400` to be read.
+    pub(crate) fn allow(
+        &mut self,
+        path: &Path,
+        meta: &std::fs::Metadata,
+        need: u32,
+    ) -> io::Result<()> {
+        use std::os::unix::fs::MetadataExt;
+        let mode = meta.mode() & 0o7777;
+        if !self.active || mode & need == need || meta.uid() != self.uid {
+            return Ok(());
+        }
+        if !(meta.is_dir() || meta.is_file()) {
+            return Ok(());
+        }
+        let fd = rustix::fs::open(
+            path,
+            OFlags::PATH | OFlags::NOFOLLOW | OFlags::CLOEXEC,
+            Mode::empty(),
+        )?;
+        let st = rustix::fs::fstat(&fd)?;
+        if st.st_ino != meta.ino() || st.st_dev != meta.dev() {
+            return Err(io::Error::other(format!(
+                "{} changed while it was being read",
+                path.display()
+            )));
+        }
+        chmod_fd(&fd, mode | need)?;
+        self.changed.push((fd, mode));
+        Ok(())
+    }
+
+    /// [`Self::allow`] for every component of `rel` below `root` (the
+    /// directories to search, the last one `need`).
+    pub(crate) fn allow_path(&mut self, root: &Path, rel: &str, need: u32) -> io::Result<()> {
+        let mut p = root.to_path_buf();
+        let parts: Vec<&str> = rel.split('/').collect();
+        for (i, part) in parts.iter().enumerate() {
+            p.push(part);
+            let meta = std::fs::symlink_metadata(&p)?;
+            let last = i + 1 == parts.len();
+            self.allow(&p, &meta, if last { need } else { 0o500 })?;
+        }
+        Ok(())
+    }
+
+    /// Put every mode back, last changed first.
+    pub(crate) fn restore(mut self) -> io::Result<()> {
+        self.restore_all()
+    }
+
+    fn restore_all(&mut self) -> io::Result<()> {
+        let mut first_err = None;
+        while let Some((fd, mode)) = self.changed.pop() {
+            if let Err(e) = chmod_fd(&fd, mode) {
+                first_err.get_or_insert(e);
+            }
+        }
+        first_err.map_or(Ok(()), Err)
+    }
+}
+
+impl Drop for Relaxed {
+    fn drop(&mut self) {
+        let _ = self.restore_all();
+    }
+}
+
+/// `chmod` the inode behind an `O_PATH` descriptor.
+fn chmod_fd(fd: &OwnedFd, mode: u32) -> io::Result<()> {
+    use std::os::fd::AsRawFd;
+    let path = format!("/proc/self/fd/{}", fd.as_raw_fd());
+    Ok(rustix::fs::chmod(path.as_str(), Mode::from_raw_mode(mode))?)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -16,7 +16,7 @@ use std::path::{Path, PathBuf};
 use rustix::fs::OFlags;
 use rustix::io::Errno;
 
-use super::fsio::{open_beneath, open_dir_path, remove_tree};
+use super::fsio::{Relaxed, open_beneath, open_dir_path, remove_tree};
 use super::merge::{load_trees, merge_with_sources};
 use super::writer::{EntryWriter, discard_dest, prepare_dest};
 use super::{LayerError, MaterializeReport, OwnerMap, Result};
@@ -86,6 +86,7 @@ fn write_chain(
     let (view, sources) = merge_with_sources(&refs);
     let mut layer_fds: Vec<Option<OwnedFd>> = layers.iter().map(|_| None).collect();
     let mut writer = EntryWriter::open(dest)?;
+    let mut relaxed = Relaxed::new();
     for (path, entry) in &view.entries {
         let owner = owners.map(|m| m.to_host(entry.uid, entry.gid));
         match &entry.kind {
@@ -110,7 +111,22 @@ fn write_chain(
                         }
                     })?),
                 };
-                let src = open_source_file(layer_fd, path, &src_path, *size)?;
+                let src = match open_source_file(layer_fd, path, &src_path, *size) {
+                    Err(LayerError::ReadSource { source, .. })
+                        if source.kind() == std::io::ErrorKind::PermissionDenied =>
+                    {
+                        // A file (or a directory above it) the caller made
+                        // unreadable to itself (rootless mode).
+                        relaxed
+                            .allow_path(&layer_dir, path, 0o400)
+                            .map_err(|source| LayerError::ReadSource {
+                                path: src_path.clone(),
+                                source,
+                            })?;
+                        open_source_file(layer_fd, path, &src_path, *size)?
+                    }
+                    other => other?,
+                };
                 let mode = if owner.is_none() {
                     entry.mode & !0o6000
                 } else {
@@ -132,6 +148,10 @@ fn write_chain(
             EntryKind::Whiteout => {}
         }
     }
+    relaxed.restore().map_err(|source| LayerError::ReadSource {
+        path: dest.to_path_buf(),
+        source,
+    })?;
     writer.finish()
 }
 

@@ -30,6 +30,7 @@ use std::path::PathBuf;
 pub use delta::write_delta_layer;
 pub use materialize::{MaterializeOptions, materialize, squash};
 pub use merge::{Diff, MergedView, diff, merge, merge_layers, read_layer_file};
+pub(crate) use scan::is_opaque;
 pub use scan::{dir_size, tree_of_dir};
 pub use untar::{ArchiveProblem, UntarLimits, UntarReport, clean_archive_path, untar_layer};
 pub use writer::MaterializeReport;

@@ -8,6 +8,7 @@ use std::fs::Metadata;
 use std::os::unix::fs::{FileTypeExt, MetadataExt};
 use std::path::{Path, PathBuf};
 
+use super::fsio::Relaxed;
 use super::{LayerError, OwnerMap, Result};
 use crate::store::hash_file;
 use crate::store::object::{EntryKind, ObjectId, Tree, TreeEntry};
@@ -30,10 +31,18 @@ pub fn tree_of_dir(dir: &Path, owners: &OwnerMap) -> Result<Tree> {
     walk(dir, |path, rel, meta| {
         let mut entry = entry_without_hash(path, rel, meta, owners)?;
         if let EntryKind::File { hash, .. } = &mut entry.kind {
-            *hash = hash_file(path).map_err(|source| LayerError::Hash {
+            let hash_err = |source| LayerError::Hash {
                 path: path.to_path_buf(),
                 source,
-            })?;
+            };
+            let access_err = |e: std::io::Error| LayerError::Walk {
+                path: path.to_path_buf(),
+                source: e,
+            };
+            let mut relaxed = Relaxed::new();
+            relaxed.allow(path, meta, 0o400).map_err(access_err)?;
+            *hash = hash_file(path).map_err(hash_err)?;
+            relaxed.restore().map_err(access_err)?;
         }
         entries.push(entry);
         Ok(())
@@ -63,18 +72,37 @@ pub fn dir_size(dir: &Path) -> Result<u64> {
 /// real directories only. Iterative, so deep trees cannot exhaust the stack.
 pub(super) fn walk(
     root: &Path,
+    visit: impl FnMut(&Path, &str, &Metadata) -> Result<()>,
+) -> Result<()> {
+    // Directories the caller made unlistable to itself (rootless mode) are
+    // opened up for the walk and put back as they were at its end.
+    let mut relaxed = Relaxed::new();
+    walk_relaxed(root, &mut relaxed, visit)?;
+    relaxed.restore().map_err(|source| LayerError::Walk {
+        path: root.to_path_buf(),
+        source,
+    })
+}
+
+/// [`walk`], leaving the directories it opened up in `relaxed` (the caller
+/// restores them once it no longer reads below them).
+pub(super) fn walk_relaxed(
+    root: &Path,
+    relaxed: &mut Relaxed,
     mut visit: impl FnMut(&Path, &str, &Metadata) -> Result<()>,
 ) -> Result<()> {
+    let walk_err = |path: &Path| {
+        let path = path.to_path_buf();
+        move |source| LayerError::Walk { path, source }
+    };
+    let top = std::fs::symlink_metadata(root).map_err(walk_err(root))?;
+    relaxed.allow(root, &top, 0o500).map_err(walk_err(root))?;
     let mut pending: Vec<String> = vec![String::new()];
     while let Some(rel_dir) = pending.pop() {
         let dir_path = if rel_dir.is_empty() {
             root.to_path_buf()
         } else {
             root.join(&rel_dir)
-        };
-        let walk_err = |path: &Path| {
-            let path = path.to_path_buf();
-            move |source| LayerError::Walk { path, source }
         };
         let read = std::fs::read_dir(&dir_path).map_err(walk_err(&dir_path))?;
         for dirent in read {
@@ -91,6 +119,11 @@ pub(super) fn walk(
             };
             // `DirEntry::metadata` is an lstat: it does not follow symlinks.
             let meta = dirent.metadata().map_err(walk_err(&path))?;
+            if meta.is_dir() {
+                relaxed
+                    .allow(&path, &meta, 0o500)
+                    .map_err(walk_err(&path))?;
+            }
             visit(&path, &rel, &meta)?;
             if meta.is_dir() {
                 pending.push(rel);
@@ -150,7 +183,7 @@ pub(super) fn entry_without_hash(
 
 /// Whether the directory at `path` carries `user.overlay.opaque=y`.
 /// Filesystems without user xattrs have no opaque directories.
-pub(super) fn is_opaque(path: &Path) -> Result<bool> {
+pub(crate) fn is_opaque(path: &Path) -> Result<bool> {
     let mut buf = [0u8; 8];
     match rustix::fs::lgetxattr(path, OPAQUE_XATTR, &mut buf[..]) {
         Ok(n) => Ok(&buf[..n] == b"y"),

@@ -218,6 +218,7 @@ mod tests {
             pending: Vec::new(),
             killed_background: Vec::new(),
             image: None,
+            user: None,
             workdir: None,
             egress: None,
             delta_cache: None,

@@ -20,6 +20,14 @@ pub enum SandboxError {
         #[source]
         source: std::io::Error,
     },
+    /// The image's `User` cannot be resolved, so no sandbox opens on it.
+    #[error("image {image}: {why}")]
+    ImageUser {
+        /// The image's short id.
+        image: String,
+        /// What is missing.
+        why: String,
+    },
     /// The helper binary could not be found.
     #[error(
         "cannot find the sandbox helper: set ARBOR_SANDBOX_HELPER, run the `arbor` binary, or build it with `cargo build -p arbor-runtime --bins`"

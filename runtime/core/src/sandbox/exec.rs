@@ -1,7 +1,7 @@
 //! Actions: their options, what they produce, and how a sandbox runs,
 //! records and re-applies them.
 
-use super::protocol::{ExecRequest, MountSpec, PeerRequest, Request, Response};
+use super::protocol::{ActionRoot, ExecRequest, MountSpec, PeerRequest, Request, Response};
 use super::workspace::same_as_lower;
 use super::{PeerResult, Result, Sandbox, SandboxError, env};
 use crate::store::object::{
@@ -205,6 +205,11 @@ impl Sandbox {
             stream: on_output.is_some(),
             root: opts.root,
             workdir: self.workdir.clone(),
+            // A build step's root is the workspace, not the image: it runs as root.
+            user: match opts.root {
+                ActionRoot::System => self.user,
+                ActionRoot::Workspace => None,
+            },
         };
         let req = Request::Exec(Box::new(req));
         let reply = match on_output {

@@ -76,6 +76,8 @@ pub struct Sandbox {
     killed_background: Vec<String>,
     /// The image whose root filesystem the sandbox sees (`None`: the host's).
     image: Option<std::sync::Arc<crate::image::Image>>,
+    /// The ids the image's actions run as (its `User`; `None`: root).
+    user: Option<crate::image::user::ImageUser>,
     /// Where the workspace also appears (see [`crate::store::Manifest::workdir`]).
     workdir: Option<String>,
     /// The egress proxy, when the sandbox was given an allowlist.
@@ -113,6 +115,16 @@ impl Sandbox {
         workdir: Option<String>,
     ) -> Result<Self> {
         let store = runtime.store();
+        let user = match image.as_deref().map(|i| &i.user) {
+            None | Some(Ok(None)) => None,
+            Some(Ok(Some(u))) => Some(*u),
+            Some(Err(why)) => {
+                return Err(SandboxError::ImageUser {
+                    image: image.as_deref().map(|i| i.id.short()).unwrap_or_default(),
+                    why: why.clone(),
+                });
+            }
+        };
         let pool::Prepared {
             mut helper,
             run_dir,
@@ -195,6 +207,7 @@ impl Sandbox {
             pending: Vec::new(),
             killed_background: Vec::new(),
             image,
+            user,
             workdir,
             egress: None,
             delta_cache: None,

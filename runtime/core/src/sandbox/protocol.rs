@@ -71,7 +71,10 @@ pub enum SystemView {
     /// short list of `/etc` files; generated `passwd`, `group`, `hosts`.
     Host,
     /// Every top-level entry of this directory, read-only (except `proc`,
-    /// `dev`, `tmp`, `workspace`, `sys`, which the sandbox provides itself).
+    /// `dev`, `tmp`, `workspace`, `sys`, which the sandbox provides itself);
+    /// `/etc` likewise, with generated `hosts`, `hostname`, `resolv.conf`
+    /// and `nsswitch.conf`, and `passwd` and `group` generated only where
+    /// the directory has none of its own.
     Rootfs {
         /// The root filesystem directory.
         dir: PathBuf,
@@ -272,6 +275,11 @@ pub struct ExecRequest {
     /// too (the image's `WorkingDir`); the directory must exist there.
     #[serde(default)]
     pub workdir: Option<String>,
+    /// The ids the action (and its peer) run as, in a user namespace of
+    /// their own where the sandbox's root is mapped to them (the image's
+    /// `User`, see [`crate::image::user`]); `None`: the sandbox's root.
+    #[serde(default)]
+    pub user: Option<crate::image::user::ImageUser>,
 }
 
 /// The root directory an action sees.
@@ -479,6 +487,7 @@ mod tests {
             stream: true,
             root: ActionRoot::System,
             workdir: None,
+            user: None,
         };
         let mut json = serde_json::to_value(&req).unwrap();
         assert_eq!(json["stream"], serde_json::Value::Bool(true));

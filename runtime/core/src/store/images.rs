@@ -21,11 +21,12 @@ pub struct ImageConfig {
     /// of the same name in every action on the image.
     #[serde(default)]
     pub env: Vec<String>,
-    /// The image's working directory (recorded; the workspace stays at
-    /// `/workspace`).
+    /// The image's working directory (the workspace also appears there when
+    /// a snapshot is imported at it; it stays at `/workspace` as well).
     #[serde(default)]
     pub working_dir: Option<String>,
-    /// The image's user (recorded; actions run as the sandbox's root).
+    /// The image's user (`USER`): every action on the image runs as it
+    /// (see [`crate::image::user`]).
     #[serde(default)]
     pub user: Option<String>,
     /// Entrypoint (recorded).

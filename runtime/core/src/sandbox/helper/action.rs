@@ -15,9 +15,10 @@ use nix::unistd::{ForkResult, Pid};
 
 use super::error::{HelperError, Op, Result};
 use super::session::{STATE_FD, WRAPPER};
-use super::setup::{confine_action, enter_action_root};
+use super::setup::{become_image_user, confine_action, enter_action_root};
 use super::supervise::{RunningAction, Stream};
 use super::sys::{self, Linux};
+use crate::image::user::ImageUser;
 use crate::sandbox::protocol::{CHANNEL_FD, SandboxLimits};
 
 /// What one process tree of an action needs to start.
@@ -39,6 +40,8 @@ pub(super) struct ActionSpec<'a> {
     pub workspace_root: bool,
     /// Where the workspace is bound too (the image's `WorkingDir`).
     pub workdir: Option<&'a str>,
+    /// The ids the action runs as (the image's `User`; `None`: root).
+    pub user: Option<ImageUser>,
 }
 
 /// Move `fd` above [`STATE_FD`], so that the `dup2`s in the action (onto
@@ -71,6 +74,8 @@ struct ActionChild<'a> {
     workspace_root: bool,
     /// Where G binds the workspace too.
     workdir: Option<&'a str>,
+    /// The ids S runs the action as.
+    user: Option<ImageUser>,
 }
 
 impl ActionChild<'_> {
@@ -188,6 +193,18 @@ impl ActionChild<'_> {
             return fail("confine the action", &e);
         }
         let _ = fs::DirBuilder::new().mode(0o700).create("/tmp/home");
+        if let Some(user) = self.user {
+            // S inherited G's not-dumpable flag, which makes its /proc/PID
+            // files the host root's; it is about to exec the action (which
+            // makes it dumpable anyway), and nothing else in its pid
+            // namespace runs yet.
+            if let Err(e) = sys::set_dumpable() {
+                return fail("dumpable", &e);
+            }
+            if let Err(e) = become_image_user(&mut Linux, user, std::process::id()) {
+                return fail("become the image's user", &e);
+            }
+        }
         if nix::unistd::chdir(self.cwd.as_c_str()).is_err() {
             let _ = nix::unistd::chdir("/workspace");
         }
@@ -246,6 +263,7 @@ pub(super) fn spawn_action(root: &Path, spec: &ActionSpec<'_>) -> Result<Running
         mount_tmp: spec.mount_tmp,
         workspace_root: spec.workspace_root,
         workdir: spec.workdir,
+        user: spec.user,
     };
     // Enter the sandbox root first: clone() carries the cwd over to the
     // copy of its mount in the new mount namespace, whereas the helper's

@@ -308,6 +308,8 @@ impl<S: Syscalls> Helper<S> {
                         mount_tmp: false,
                         workspace_root: false,
                         workdir: None,
+                        // The peer is Arbor's (a verifier's trusted side): the sandbox's root.
+                        user: None,
                     };
                     Some(spawn_action(&root, &spec)?)
                 }
@@ -327,6 +329,7 @@ impl<S: Syscalls> Helper<S> {
                     mount_tmp: !shared_tmp,
                     workspace_root: req.root == ActionRoot::Workspace,
                     workdir: req.workdir.as_deref(),
+                    user: req.user,
                 };
                 spawn_action(&root, &spec)
             })();

@@ -12,7 +12,7 @@ use nix::sys::resource::Resource;
 use rustix::thread::CapabilitySet;
 
 use super::error::{HelperError, Op, Result};
-use super::sys::Syscalls;
+use super::sys::{IdMap, Syscalls};
 use crate::sandbox::protocol::{MOUNT_POINTS, SandboxLimits, SystemView, WorkspaceMount};
 
 /// The namespaces the helper creates for the sandbox (pid namespaces come
@@ -270,6 +270,23 @@ pub(super) fn confine_action<S: Syscalls>(sys: &mut S, limits: &SandboxLimits) -
     sys.set_no_new_privs()
 }
 
+/// Run as the image's user from here on (see [`crate::image::user`]): a
+/// user namespace of this process's own, nested in the sandbox's, where the
+/// sandbox's root (this process's ids, after [`confine_action`]) is mapped to
+/// `user`'s uid and gid and nothing else is. A non-root uid there keeps no
+/// capability across `exec`; `setgroups` is denied first (an unprivileged
+/// `gid_map` needs it), so no supplementary group is kept either.
+pub(super) fn become_image_user<S: Syscalls>(
+    sys: &mut S,
+    user: crate::image::user::ImageUser,
+    pid: u32,
+) -> Result<()> {
+    sys.unshare(CloneFlags::CLONE_NEWUSER)?;
+    sys.write_id_map(pid, IdMap::SetGroups, "deny\n")?;
+    sys.write_id_map(pid, IdMap::Uid, &format!("{} 0 1\n", user.uid))?;
+    sys.write_id_map(pid, IdMap::Gid, &format!("{} 0 1\n", user.gid))
+}
+
 /// A read-only mount's target: one of the empty, read-only mount points
 /// every sandbox root has (`verifier`), optionally with one more path
 /// component below it (`verifier/3f9a0c`). Returns the mount point and the
@@ -394,6 +411,7 @@ fn build_system_view<S: Syscalls>(
     hostname: &str,
 ) -> Result<()> {
     let etc = root.join("etc");
+    let mut kept: Vec<&str> = Vec::new();
     match view {
         SystemView::Host => {
             for name in HOST_TOP {
@@ -404,17 +422,19 @@ fn build_system_view<S: Syscalls>(
                 replicate(sys, &Path::new("/etc").join(name), &etc.join(name))?;
             }
         }
-        SystemView::Rootfs { dir } => rootfs_view(sys, root, dir)?,
+        SystemView::Rootfs { dir } => kept = rootfs_view(sys, root, dir)?,
         SystemView::Image { lowers, at } => match lowers.as_slice() {
-            [one] => rootfs_view(sys, root, one)?,
+            [one] => kept = rootfs_view(sys, root, one)?,
             _ => {
                 sys.mount_overlay_read_only(lowers, at)?;
-                rootfs_view(sys, root, at)?;
+                kept = rootfs_view(sys, root, at)?;
             }
         },
     }
     for (name, content) in etc_files(hostname) {
-        sys.write_file(&etc.join(name), &content)?;
+        if !kept.contains(&name) {
+            sys.write_file(&etc.join(name), &content)?;
+        }
     }
     let dev = root.join("dev");
     sys.mkdir(&dev, 0o755)?;
@@ -462,11 +482,17 @@ pub(super) fn etc_files(hostname: &str) -> [(&'static str, String); 6] {
     ]
 }
 
+/// The generated `/etc` files a root filesystem's own replace when it has
+/// them as regular files: its users and groups (an image's `User`, and the
+/// names its tools look up, are in them).
+const ROOTFS_KEEPS: [&str; 2] = ["passwd", "group"];
+
 /// The system view of a root filesystem `dir`: every top-level entry
 /// read-only except those the sandbox provides itself (`proc`, `dev`,
 /// `tmp`, `workspace`, `sys`), and `/etc` entry by entry except the
-/// generated files.
-fn rootfs_view<S: Syscalls>(sys: &mut S, root: &Path, dir: &Path) -> Result<()> {
+/// generated files (but its own `passwd` and `group`, which are returned).
+fn rootfs_view<S: Syscalls>(sys: &mut S, root: &Path, dir: &Path) -> Result<Vec<&'static str>> {
+    let mut kept = Vec::new();
     let etc = root.join("etc");
     for (name, path) in sorted_entries(dir)? {
         if matches!(
@@ -480,14 +506,21 @@ fn rootfs_view<S: Syscalls>(sys: &mut S, root: &Path, dir: &Path) -> Result<()> 
     sys.mkdir(&etc, 0o755)?;
     if let Ok(entries) = sorted_entries(&dir.join("etc")) {
         for (name, path) in entries {
+            if let Some(own) = ROOTFS_KEEPS.iter().find(|k| name.to_str() == Some(**k)) {
+                if fs::symlink_metadata(&path).is_ok_and(|m| m.is_file()) {
+                    replicate(sys, &path, &etc.join(&name))?;
+                    kept.push(*own);
+                }
+                continue;
+            }
             if matches!(
                 name.to_str(),
-                Some("passwd" | "group" | "hosts" | "hostname" | "resolv.conf" | "nsswitch.conf")
+                Some("hosts" | "hostname" | "resolv.conf" | "nsswitch.conf")
             ) {
                 continue;
             }
             replicate(sys, &path, &etc.join(&name))?;
         }
     }
-    Ok(())
+    Ok(kept)
 }

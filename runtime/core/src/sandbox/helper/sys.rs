@@ -525,6 +525,14 @@ pub(super) fn set_not_dumpable() -> io::Result<()> {
         .map_err(io::Error::from)
 }
 
+/// Mark the calling process dumpable again (as its `execve` would): its
+/// `/proc/PID` files are then its own, not the host root's, so it can write
+/// its own id maps (see [`super::setup::become_image_user`]).
+pub(super) fn set_dumpable() -> io::Result<()> {
+    rustix::process::set_dumpable_behavior(rustix::process::DumpableBehavior::Dumpable)
+        .map_err(io::Error::from)
+}
+
 /// Mark every descriptor from `first` upwards close-on-exec.
 pub(super) fn cloexec_from(first: u32) -> io::Result<()> {
     // SAFETY: close_range with CLOSE_RANGE_CLOEXEC only sets flags on

@@ -158,17 +158,25 @@ fn setup_builds_the_root_in_order_then_makes_it_read_only() {
         mode: 0o755,
     });
     want.extend(bind_ro(&src("usr"), &r("usr")));
-    // /etc: the rootfs's entries except the generated ones (passwd).
+    // /etc: the rootfs's entries (its own passwd too, a regular file),
+    // then the generated ones it does not have.
     want.push(Call::Mkdir {
         path: r("etc"),
         mode: 0o755,
     });
+    want.push(Call::CreateFile {
+        path: r("etc/passwd"),
+    });
+    want.extend(bind_ro(&src("etc/passwd"), &r("etc/passwd")));
     want.push(Call::Mkdir {
         path: r("etc/ssl"),
         mode: 0o755,
     });
     want.extend(bind_ro(&src("etc/ssl"), &r("etc/ssl")));
     for (name, content) in setup::etc_files("sandbox") {
+        if name == "passwd" {
+            continue;
+        }
         want.push(Call::WriteFile {
             path: r("etc").join(name),
             content,
