@@ -244,7 +244,10 @@ pub struct RolloutArgs {
     /// upstream.
     #[arg(long, value_name = "S")]
     pub split: Option<String>,
-    /// The behaviour policy: random, gold, mixture, mixture:P, command:CMD.
+    /// The behaviour policy: random, gold, mixture, mixture:P, command:CMD,
+    /// or openai:URL[?OPTIONS][#MODEL] (a model behind an OpenAI-compatible
+    /// server; options: temperature, top_p, max_tokens, concurrency,
+    /// timeout_s, retries, context_tokens, system, tokenizer, extensions).
     #[arg(long, value_name = "P", default_value = "mixture")]
     pub policy: String,
     /// Where to branch: uniform[:WIDTH[:EVERY]], entropy[:NATS[:WIDTH]],

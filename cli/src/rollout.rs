@@ -8,9 +8,9 @@ use std::time::{Duration, Instant};
 
 use anyhow::{Context as _, Result, anyhow};
 use arbor_envs::rollout::credit::CreditConfig;
-use arbor_envs::rollout::driver::{DriverConfig, Progress, Strategy, run_tree};
+use arbor_envs::rollout::driver::{DriverConfig, Progress, Strategy, run_tree_with};
 use arbor_envs::rollout::export::{informative_pairs, pairs, records, svg};
-use arbor_envs::rollout::policy::{Policy, builtin};
+use arbor_envs::rollout::policy::{AnyPolicy, resolve};
 use arbor_envs::rollout::tree::{Forest, RolloutTree, TREE_SCHEMA};
 use arbor_envs::suite::{self, Suite};
 use serde::Serialize;
@@ -61,8 +61,6 @@ pub fn rollout(ctx: &Ctx, args: &RolloutArgs) -> Result<i32> {
         .strategy
         .parse()
         .map_err(|e: String| anyhow!(UsageError(e)))?;
-    let policy: Arc<dyn Policy> =
-        Arc::from(builtin(&args.policy).map_err(|e| anyhow!(UsageError(e)))?);
     let dir = args.tasks.clone().unwrap_or_else(suite::bundled_dir);
     let suite = Suite::load(&dir).map_err(|e| anyhow!(UsageError(e.to_string())))?;
     let specs = match (&args.task, &args.split) {
@@ -89,9 +87,14 @@ pub fn rollout(ctx: &Ctx, args: &RolloutArgs) -> Result<i32> {
     let bar = progress_bar(ctx.json, args.budget * specs.len() as u64, "budget");
     let rt = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
-        .enable_time()
+        .enable_all()
         .build()
         .context("start the tokio runtime")?;
+    // An `openai:` policy connects to its server here (a wrong URL or model
+    // fails now, by name, before any sandbox opens).
+    let policy: AnyPolicy = rt
+        .block_on(resolve(&args.policy))
+        .map_err(|e| anyhow!(UsageError(e)))?;
     let started = Instant::now();
     let trees: Vec<RolloutTree> = rt.block_on(async {
         let ticker = {
@@ -128,7 +131,7 @@ pub fn rollout(ctx: &Ctx, args: &RolloutArgs) -> Result<i32> {
             let env = tokio::task::spawn_blocking(move || arbor_envs::environment(&runtime, spec))
                 .await
                 .map_err(|e| anyhow!("prepare: {e}"))??;
-            let tree = run_tree(env, Arc::clone(&policy), &cfg, Arc::clone(&progress)).await?;
+            let tree = run_tree_with(env, policy.clone(), &cfg, Arc::clone(&progress)).await?;
             trees.push(tree);
         }
         ticker.abort();

@@ -462,6 +462,11 @@ pub async fn rollout(
             "`command:` policies run host processes and are refused by the server; drive the sandboxes from your own process instead",
         ));
     }
+    if req.policy.starts_with("openai:") {
+        return Err(ApiError::bad_request(
+            "`openai:` policies make the server call a URL of the request's choosing and are refused by the server; run `arbor rollout --policy openai:...` on the machine that can reach the model",
+        ));
+    }
     let strategy: Strategy = req.strategy.parse().map_err(ApiError::bad_request)?;
     let policy: Arc<dyn Policy> = Arc::from(builtin(&req.policy).map_err(ApiError::bad_request)?);
     let env = {

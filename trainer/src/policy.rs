@@ -216,6 +216,7 @@ impl Policy for NetPolicy {
             entropy: entropy(&p),
             version,
             tokens: None,
+            generation: None,
             target_log_prob: (self.explore > 0.0).then(|| pi[i].max(1e-12).ln()),
         })
     }

@@ -33,9 +33,9 @@ use serde::{Deserialize, Serialize};
 
 use crate::credit::{CreditConfig, estimate};
 use crate::env::{
-    AgentAction, EnvError, EnvObservation, Environment, Episode, EpisodeStep, Verdict,
+    AgentAction, EnvError, EnvObservation, Environment, Episode, EpisodeStep, Transition, Verdict,
 };
-use crate::policy::{Choice, Policy, PolicyInput, Rng};
+use crate::policy::{AnyPolicy, Choice, Decision, Policy, PolicyError, Rng};
 use crate::tree::{Budget, Edge, Leaf, Node, Origin, RolloutTree, TreeStats};
 
 /// Where to branch.
@@ -229,7 +229,7 @@ pub enum DriverError {
     Env(#[from] EnvError),
     /// The policy cannot act at the root.
     #[error(transparent)]
-    Policy(#[from] crate::policy::PolicyError),
+    Policy(#[from] PolicyError),
     /// A worker panicked or the tokio runtime failed.
     #[error("rollout worker failed: {0}")]
     Worker(String),
@@ -240,7 +240,7 @@ pub enum DriverError {
 
 struct Shared {
     env: Arc<dyn Environment>,
-    policy: Arc<dyn Policy>,
+    policy: AnyPolicy,
     strategy: Strategy,
     remaining: AtomicU64,
     actions: AtomicU64,
@@ -251,6 +251,8 @@ struct Shared {
     snapshot_us: AtomicU64,
     action_us: AtomicU64,
     verify_us: AtomicU64,
+    /// Time spent waiting on the policy (summed over concurrent decisions).
+    policy_us: AtomicU64,
     progress: Arc<Progress>,
     root: AnySnapshot,
     reference: Option<Vec<AgentAction>>,
@@ -274,24 +276,85 @@ impl Shared {
         c
     }
 
-    fn choose(
+    /// The owned input of one decision.
+    fn decision(
         &self,
         obs: &EnvObservation,
         candidates: &[AgentAction],
         history: &[EpisodeStep],
+        trail: &[EnvObservation],
+    ) -> Decision {
+        Decision {
+            task: self.env.id().to_owned(),
+            observation: obs.clone(),
+            candidates: candidates.to_vec(),
+            history: history.iter().map(|s| s.action.clone()).collect(),
+            observations: trail.to_vec(),
+            reference: self.reference.clone(),
+        }
+    }
+
+    /// `n` samples in the coordinator: a sync policy inline, in order, from
+    /// `rng` (deterministic); an async one in one request seeded from `rng`.
+    async fn sample(
+        &self,
+        decision: Decision,
+        n: usize,
         rng: &mut Rng,
-    ) -> Result<Choice, crate::policy::PolicyError> {
-        let actions: Vec<AgentAction> = history.iter().map(|s| s.action.clone()).collect();
-        self.policy.choose(
-            &PolicyInput {
-                task: self.env.id(),
-                observation: obs,
-                candidates,
-                history: &actions,
-                reference: self.reference.as_deref(),
-            },
-            rng,
-        )
+    ) -> Result<Vec<Choice>, PolicyError> {
+        let t = Instant::now();
+        let out = match &self.policy {
+            AnyPolicy::Sync(p) => {
+                let input = decision.input();
+                (0..n).map(|_| p.choose(&input, rng)).collect()
+            }
+            AnyPolicy::Async(p) => {
+                let seed = rng.next_u64();
+                checked(p.choose_n(decision, n, seed).await, n, &p.name())
+            }
+        };
+        self.policy_us.fetch_add(micros(t), Ordering::Relaxed);
+        out
+    }
+
+    /// One decision inside a path: a sync policy on a blocking thread (an
+    /// external command may take seconds), an async one awaited.
+    async fn decide_on_path(&self, decision: Decision, rng: &mut Rng) -> Result<Choice, String> {
+        let t = Instant::now();
+        let out = self.decide_inner(decision, rng).await;
+        self.policy_us.fetch_add(micros(t), Ordering::Relaxed);
+        out
+    }
+
+    async fn decide_inner(&self, decision: Decision, rng: &mut Rng) -> Result<Choice, String> {
+        match &self.policy {
+            AnyPolicy::Sync(p) => {
+                let (p, mut r) = (Arc::clone(p), rng.clone());
+                let (choice, r) = blocking(move || {
+                    let c = p.choose(&decision.input(), &mut r);
+                    (c, r)
+                })
+                .await?;
+                *rng = r;
+                choice.map_err(|e| e.to_string())
+            }
+            AnyPolicy::Async(p) => {
+                let seed = rng.next_u64();
+                checked(p.choose_n(decision, 1, seed).await, 1, &p.name())
+                    .map(|mut v| v.remove(0))
+                    .map_err(|e| e.to_string())
+            }
+        }
+    }
+
+    /// Grade on a blocking thread.
+    async fn verify_blocking(
+        self: &Arc<Self>,
+        history: &[EpisodeStep],
+        last: &AnySnapshot,
+    ) -> Result<Verdict, String> {
+        let (sh, history, last) = (Arc::clone(self), history.to_vec(), last.clone());
+        blocking(move || sh.verify(&history, &last)).await
     }
 
     fn verify(&self, history: &[EpisodeStep], last: &AnySnapshot) -> Verdict {
@@ -317,6 +380,22 @@ impl Shared {
     }
 }
 
+/// An async policy must answer with exactly the samples asked for.
+fn checked(
+    got: Result<Vec<Choice>, PolicyError>,
+    n: usize,
+    policy: &str,
+) -> Result<Vec<Choice>, PolicyError> {
+    let got = got?;
+    if got.len() != n {
+        return Err(PolicyError {
+            policy: policy.to_owned(),
+            message: format!("asked for {n} samples, got {}", got.len()),
+        });
+    }
+    Ok(got)
+}
+
 fn micros(t: Instant) -> u64 {
     u64::try_from(t.elapsed().as_micros()).unwrap_or(u64::MAX)
 }
@@ -327,6 +406,8 @@ struct Job {
     start: usize,
     snapshot: AnySnapshot,
     history: Vec<EpisodeStep>,
+    /// The observation after each step of `history`.
+    trail: Vec<EnvObservation>,
     first: Choice,
     count: u32,
     seed: u64,
@@ -346,7 +427,11 @@ struct SegStep {
 
 enum SegEnd {
     Leaf(Box<Verdict>, bool),
+    /// A branch point, with the path's own first sample there.
     Branch(Box<Choice>),
+    /// A branch point whose samples are all still to be drawn (an async
+    /// policy's one request with `n = width`).
+    BranchAt,
     Fault(String),
 }
 
@@ -354,6 +439,11 @@ struct Segment {
     start: usize,
     steps: Vec<SegStep>,
     end: SegEnd,
+}
+
+/// Whether `depth` is a branch point whatever the choice (uniform strategies).
+fn is_branch_depth(strategy: Strategy, depth: usize) -> bool {
+    matches!(strategy, Strategy::Uniform { every, .. } if depth.is_multiple_of(every))
 }
 
 fn is_branch_point(strategy: Strategy, depth: usize, choice: &Choice) -> bool {
@@ -367,11 +457,85 @@ fn is_branch_point(strategy: Strategy, depth: usize, choice: &Choice) -> bool {
     }
 }
 
-/// Run one path (blocking: sandboxes, actions, verification).
-fn run_job(sh: &Shared, job: Job) -> Segment {
+/// Run a blocking closure (sandboxes, actions, verification) off the async threads.
+async fn blocking<T: Send + 'static>(f: impl FnOnce() -> T + Send + 'static) -> Result<T, String> {
+    tokio::task::spawn_blocking(f)
+        .await
+        .map_err(|e| format!("worker: {e}"))
+}
+
+/// What one step of a path produced on its blocking thread.
+struct Stepped {
+    sandbox: Option<AnySandbox>,
+    outcome: Result<(Transition, AnySnapshot, Vec<AgentAction>), String>,
+    fork_us: Option<u64>,
+    action_us: u64,
+    snapshot_us: u64,
+}
+
+/// Open the sandbox if needed, take the action, snapshot (blocking).
+fn step_blocking(
+    sh: &Shared,
+    mut sandbox: Option<AnySandbox>,
+    current: &AnySnapshot,
+    depth: usize,
+    action: &AgentAction,
+) -> Stepped {
+    let mut out = Stepped {
+        sandbox: None,
+        outcome: Err(String::new()),
+        fork_us: None,
+        action_us: 0,
+        snapshot_us: 0,
+    };
+    if sandbox.is_none() {
+        let t = Instant::now();
+        match current.open() {
+            Ok(sb) => sandbox = Some(sb),
+            Err(e) => {
+                out.outcome = Err(format!("fork: {e}"));
+                return out;
+            }
+        }
+        out.fork_us = Some(micros(t));
+    }
+    let Some(sb) = sandbox.as_mut() else {
+        out.outcome = Err("no sandbox".to_owned());
+        return out;
+    };
+    let t = Instant::now();
+    let result = match sh.env.step(sb, depth, action) {
+        Ok(r) => r,
+        Err(e) => {
+            out.outcome = Err(format!("step {depth}: {e}"));
+            out.sandbox = sandbox;
+            return out;
+        }
+    };
+    out.action_us = micros(t);
+    let t = Instant::now();
+    let snap = match sb.snapshot() {
+        Ok(s) => s,
+        Err(e) => {
+            out.outcome = Err(format!("snapshot: {e}"));
+            out.sandbox = sandbox;
+            return out;
+        }
+    };
+    out.snapshot_us = micros(t);
+    let candidates = sh.candidates(&result.observation);
+    out.outcome = Ok((result, snap, candidates));
+    out.sandbox = sandbox;
+    out
+}
+
+/// Run one path: env work on blocking threads, decisions awaited (an async
+/// policy holds no thread while its model call is in flight).
+async fn run_job(sh: Arc<Shared>, job: Job) -> Segment {
     let mut rng = Rng::derive(job.seed, job.start as u64);
     let mut steps: Vec<SegStep> = Vec::new();
     let mut history = job.history;
+    let mut trail = job.trail;
     let mut current = job.snapshot;
     let mut choice = job.first;
     let mut count = job.count;
@@ -379,10 +543,13 @@ fn run_job(sh: &Shared, job: Job) -> Segment {
     let mut sandbox: Option<AnySandbox> = None;
     let end = loop {
         if choice.action == AgentAction::Submit {
-            let verdict = sh.verify(&history, &current);
+            let verdict = match sh.verify_blocking(&history, &current).await {
+                Ok(v) => v,
+                Err(e) => break SegEnd::Fault(e),
+            };
             steps.push(SegStep {
                 observation: steps.last().map_or_else(
-                    || submitted_observation(sh, &history),
+                    || submitted_observation(&sh, &history),
                     |s: &SegStep| s.observation.clone(),
                 ),
                 candidates: Vec::new(),
@@ -396,41 +563,39 @@ fn run_job(sh: &Shared, job: Job) -> Segment {
             break SegEnd::Leaf(Box::new(verdict), false);
         }
         if !reserved_action && !sh.take(1) {
-            let verdict = sh.verify(&history, &current);
-            break SegEnd::Leaf(Box::new(verdict), true);
+            match sh.verify_blocking(&history, &current).await {
+                Ok(verdict) => break SegEnd::Leaf(Box::new(verdict), true),
+                Err(e) => break SegEnd::Fault(e),
+            }
         }
         reserved_action = false;
-        if sandbox.is_none() {
-            let t = Instant::now();
-            match current.open() {
-                Ok(sb) => sandbox = Some(sb),
-                Err(e) => break SegEnd::Fault(format!("fork: {e}")),
+        let depth = history.len();
+        let stepped = {
+            let (sh2, cur, action) = (Arc::clone(&sh), current.clone(), choice.action.clone());
+            let sb = sandbox.take();
+            match blocking(move || step_blocking(&sh2, sb, &cur, depth, &action)).await {
+                Ok(s) => s,
+                Err(e) => break SegEnd::Fault(e),
             }
-            sh.fork_us.fetch_add(micros(t), Ordering::Relaxed);
+        };
+        sandbox = stepped.sandbox;
+        if let Some(us) = stepped.fork_us {
+            sh.fork_us.fetch_add(us, Ordering::Relaxed);
             sh.forks.fetch_add(1, Ordering::Relaxed);
             sh.progress.forks.fetch_add(1, Ordering::Relaxed);
         }
-        let Some(sb) = sandbox.as_mut() else {
-            break SegEnd::Fault("no sandbox".to_owned());
+        let (result, snap, candidates) = match stepped.outcome {
+            Ok(o) => o,
+            Err(e) => break SegEnd::Fault(e),
         };
-        let t = Instant::now();
-        let depth = history.len();
-        let result = match sh.env.step(sb, depth, &choice.action) {
-            Ok(r) => r,
-            Err(e) => break SegEnd::Fault(format!("step {depth}: {e}")),
-        };
-        sh.action_us.fetch_add(micros(t), Ordering::Relaxed);
+        sh.action_us.fetch_add(stepped.action_us, Ordering::Relaxed);
         sh.actions.fetch_add(1, Ordering::Relaxed);
         sh.progress.actions.fetch_add(1, Ordering::Relaxed);
-        let t = Instant::now();
-        let snap = match sb.snapshot() {
-            Ok(s) => s,
-            Err(e) => break SegEnd::Fault(format!("snapshot: {e}")),
-        };
-        sh.snapshot_us.fetch_add(micros(t), Ordering::Relaxed);
+        sh.snapshot_us
+            .fetch_add(stepped.snapshot_us, Ordering::Relaxed);
         sh.snapshots.fetch_add(1, Ordering::Relaxed);
         history.push(result.record.clone());
-        let candidates = sh.candidates(&result.observation);
+        trail.push(result.observation.clone());
         steps.push(SegStep {
             choice,
             count,
@@ -444,12 +609,21 @@ fn run_job(sh: &Shared, job: Job) -> Segment {
         count = 1;
         current = snap;
         if history.len() >= sh.max_steps {
-            let verdict = sh.verify(&history, &current);
-            break SegEnd::Leaf(Box::new(verdict), false);
+            match sh.verify_blocking(&history, &current).await {
+                Ok(verdict) => break SegEnd::Leaf(Box::new(verdict), false),
+                Err(e) => break SegEnd::Fault(e),
+            }
         }
-        let next = match sh.choose(&result.observation, &candidates, &history, &mut rng) {
+        // An async policy samples a uniform branch point's siblings in one
+        // request: the path ends here and the coordinator asks for all of them.
+        if sh.policy.is_async() && is_branch_depth(sh.strategy, history.len()) {
+            sh.give_back(1); // the verification this path no longer needs
+            break SegEnd::BranchAt;
+        }
+        let decision = sh.decision(&result.observation, &candidates, &history, &trail);
+        let next = match sh.decide_on_path(decision, &mut rng).await {
             Ok(c) => c,
-            Err(e) => break SegEnd::Fault(e.to_string()),
+            Err(e) => break SegEnd::Fault(e),
         };
         if is_branch_point(sh.strategy, history.len(), &next) {
             sh.give_back(1); // the verification this path no longer needs
@@ -457,6 +631,10 @@ fn run_job(sh: &Shared, job: Job) -> Segment {
         }
         choice = next;
     };
+    if let Some(sb) = sandbox {
+        // Closing a sandbox tears down its helper: off the async threads.
+        let _ = blocking(move || drop(sb)).await;
+    }
     if matches!(end, SegEnd::Fault(_)) {
         sh.give_back(1);
         sh.progress.faults.fetch_add(1, Ordering::Relaxed);
@@ -536,6 +714,35 @@ impl Coordinator {
             .collect()
     }
 
+    /// The observation after each step from the root to `node` (the
+    /// context an LLM policy shows), aligned with [`Self::history`].
+    fn trail(&self, node: usize) -> Vec<EnvObservation> {
+        self.tree
+            .path_to(node)
+            .into_iter()
+            .filter(|&e| self.tree.edges[e].action != AgentAction::Submit)
+            .map(|e| self.tree.nodes[self.tree.edges[e].to].observation.clone())
+            .collect()
+    }
+
+    /// The owned input of a decision at `node`.
+    fn decision_at(&self, node: usize) -> Decision {
+        let n = &self.tree.nodes[node];
+        self.sh.decision(
+            &n.observation,
+            &n.candidates,
+            &self.history(node),
+            &self.trail(node),
+        )
+    }
+
+    /// One sample at `node` from the coordinator's generator.
+    async fn sample_one(&mut self, node: usize) -> Result<Choice, PolicyError> {
+        let d = self.decision_at(node);
+        let mut v = self.sh.sample(d, 1, &mut self.rng).await?;
+        Ok(v.remove(0))
+    }
+
     /// Queue a job taking `choice` (standing for `count` samples) at `node`,
     /// if the budget pays for it. Returns whether it was queued.
     fn dispatch(
@@ -559,6 +766,7 @@ impl Coordinator {
             start: node,
             snapshot: snapshot.clone(),
             history,
+            trail: self.trail(node),
             first: choice,
             count,
             seed: self.seed ^ self.jobs.wrapping_mul(0x2545_f491_4f6c_dd1d),
@@ -568,25 +776,30 @@ impl Coordinator {
 
     /// Sample `width` choices at `node` (starting with `pending`), merge
     /// identical ones (unless `merge` is off), and dispatch them.
-    fn expand(
+    async fn expand(
         &mut self,
         node: usize,
         width: usize,
         pending: Option<Choice>,
         merge: bool,
-    ) -> Result<(), crate::policy::PolicyError> {
+    ) -> Result<(), PolicyError> {
+        let want = width.max(1) - usize::from(pending.is_some());
+        let mut samples: Vec<Choice> = pending.into_iter().collect();
+        if want > 0 {
+            let d = self.decision_at(node);
+            samples.extend(self.sh.sample(d, want, &mut self.rng).await?);
+        }
+        self.expand_with(node, samples, merge);
+        Ok(())
+    }
+
+    /// Merge identical `samples` at `node` (unless `merge` is off) into
+    /// edges with counts, and dispatch one job per distinct action.
+    fn expand_with(&mut self, node: usize, samples: Vec<Choice>, merge: bool) {
         let snapshot = self.snapshot_of(node);
-        let obs = self.tree.nodes[node].observation.clone();
-        let candidates = self.tree.nodes[node].candidates.clone();
-        let history = self.history(node);
-        let mut samples: Vec<(Choice, u32)> = Vec::new();
-        let mut pending = pending;
-        for _ in 0..width.max(1) {
-            let c = match pending.take() {
-                Some(c) => c,
-                None => self.sh.choose(&obs, &candidates, &history, &mut self.rng)?,
-            };
-            match samples
+        let mut merged: Vec<(Choice, u32)> = Vec::new();
+        for c in samples {
+            match merged
                 .iter_mut()
                 .find(|(s, _)| merge && s.action == c.action)
             {
@@ -594,30 +807,30 @@ impl Coordinator {
                     *n += 1;
                     self.tree.stats.merged += 1;
                 }
-                None => samples.push((c, 1)),
+                None => merged.push((c, 1)),
             }
         }
         let mut any = false;
-        for (c, n) in samples {
+        for (c, n) in merged {
             any |= self.dispatch(node, &snapshot, c, n);
         }
         if !any && self.tree.nodes[node].edges.is_empty() && self.sh.take(1) {
             // Nothing could be paid for: grade the node as it stands.
-            let verdict = self.sh.verify(&history, &snapshot);
+            let verdict = self.sh.verify(&self.history(node), &snapshot);
             self.tree.nodes[node].leaf = Some(Leaf {
                 verdict,
                 truncated: true,
             });
         }
-        Ok(())
     }
 
     fn snapshot_of(&self, node: usize) -> AnySnapshot {
         self.snapshots[node].clone()
     }
 
-    /// Add a finished path to the tree; returns the branch node and its pending choice, if any.
-    fn integrate(&mut self, seg: Segment) -> Option<(usize, Choice)> {
+    /// Add a finished path to the tree; returns the branch node it ended
+    /// at and its pending choice (if the path drew one), if any.
+    fn integrate(&mut self, seg: Segment) -> Option<(usize, Option<Choice>)> {
         let mut at = seg.start;
         for s in seg.steps {
             let edge = self.tree.edges.len();
@@ -640,6 +853,7 @@ impl Coordinator {
                 entropy: s.choice.entropy,
                 policy_version: s.choice.version,
                 tokens: s.choice.tokens,
+                generation: s.choice.generation,
                 action: s.choice.action,
                 count: s.count,
                 exit: s.exit,
@@ -657,7 +871,8 @@ impl Coordinator {
                 });
                 None
             }
-            SegEnd::Branch(choice) => Some((at, *choice)),
+            SegEnd::Branch(choice) => Some((at, Some(*choice))),
+            SegEnd::BranchAt => Some((at, None)),
             SegEnd::Fault(message) => {
                 self.tree.stats.faults += 1;
                 self.tree.nodes[at].fault = Some(message);
@@ -667,7 +882,18 @@ impl Coordinator {
     }
 }
 
-/// Grow one tree for `env` under `policy`.
+/// What a driver task finished: a path, or the samples of a branch point an
+/// async policy was asked for while the paths went on.
+enum Done {
+    Path(Segment),
+    Expansion {
+        node: usize,
+        pending: Option<Choice>,
+        samples: Result<Vec<Choice>, PolicyError>,
+    },
+}
+
+/// Grow one tree for `env` under a synchronous `policy`.
 ///
 /// # Errors
 /// The environment cannot be reset, the policy cannot act at the root, the
@@ -675,6 +901,23 @@ impl Coordinator {
 pub async fn run_tree(
     env: Arc<dyn Environment>,
     policy: Arc<dyn Policy>,
+    cfg: &DriverConfig,
+    progress: Arc<Progress>,
+) -> Result<RolloutTree, DriverError> {
+    run_tree_with(env, AnyPolicy::Sync(policy), cfg, progress).await
+}
+
+/// Grow one tree for `env` under either kind of policy. With an async
+/// policy (an LLM behind a server) every decision is awaited without a
+/// thread, a branch point's siblings come from one request with `n =
+/// width`, and those requests run while other paths take env steps.
+///
+/// # Errors
+/// The environment cannot be reset, the policy cannot act at the root, the
+/// budget is too small, or a worker panicked.
+pub async fn run_tree_with(
+    env: Arc<dyn Environment>,
+    policy: AnyPolicy,
     cfg: &DriverConfig,
     progress: Arc<Progress>,
 ) -> Result<RolloutTree, DriverError> {
@@ -690,7 +933,7 @@ pub async fn run_tree(
         reference: env.reference_solution(),
         max_steps: env.limits().max_steps,
         env: Arc::clone(&env),
-        policy: Arc::clone(&policy),
+        policy: policy.clone(),
         strategy: cfg.strategy,
         remaining: AtomicU64::new(cfg.budget),
         actions: AtomicU64::new(0),
@@ -701,6 +944,7 @@ pub async fn run_tree(
         snapshot_us: AtomicU64::new(0),
         action_us: AtomicU64::new(0),
         verify_us: AtomicU64::new(0),
+        policy_us: AtomicU64::new(0),
         progress,
         root: root.clone(),
     });
@@ -708,6 +952,7 @@ pub async fn run_tree(
         tree: RolloutTree {
             task: env.id().to_owned(),
             policy: policy.name(),
+            policy_info: policy.describe(),
             strategy: cfg.strategy.to_string(),
             seed: cfg.seed,
             budget: Budget {
@@ -728,12 +973,11 @@ pub async fn run_tree(
     let candidates = sh.candidates(&obs);
     co.add_node(None, 0, &root, obs, candidates, Origin::Root);
     match cfg.strategy {
-        Strategy::Uniform { width, .. } => co.expand(0, width, None, true)?,
+        Strategy::Uniform { width, .. } => co.expand(0, width, None, true).await?,
         Strategy::Entropy { threshold, width } => {
-            let node = &co.tree.nodes[0];
-            let first = sh.choose(&node.observation, &node.candidates, &[], &mut co.rng)?;
+            let first = co.sample_one(0).await?;
             let w = if first.entropy > threshold { width } else { 1 };
-            co.expand(0, w, Some(first), true)?;
+            co.expand(0, w, Some(first), true).await?;
         }
         // Unbranched episodes start lazily, one per free worker (see `next_job`).
         Strategy::Uncertainty { .. }
@@ -742,36 +986,83 @@ pub async fn run_tree(
         | Strategy::Sample { .. } => {}
     }
     let workers = cfg.workers.max(1);
-    let mut running = tokio::task::JoinSet::new();
+    let width = match cfg.strategy {
+        Strategy::Uniform { width, .. } | Strategy::Entropy { width, .. } => width,
+        _ => 1,
+    };
+    let mut running: tokio::task::JoinSet<Done> = tokio::task::JoinSet::new();
+    let mut paths = 0usize;
     let mut lazy = Lazy::default();
     loop {
-        while running.len() < workers {
+        while paths < workers {
             let job = match co.queue.pop_front() {
                 Some(job) => job,
                 None => {
-                    if !co.next_job(cfg.strategy, &mut lazy, workers)? {
+                    if !co.next_job(cfg.strategy, &mut lazy, workers).await? {
                         break;
                     }
                     continue;
                 }
             };
+            paths += 1;
             let sh = Arc::clone(&sh);
-            running.spawn_blocking(move || run_job(&sh, job));
+            running.spawn(async move { Done::Path(run_job(sh, job).await) });
         }
         if running.is_empty() {
             break;
         }
-        let seg = match running.join_next().await {
-            Some(Ok(seg)) => seg,
+        let done = match running.join_next().await {
+            Some(Ok(done)) => done,
             Some(Err(e)) => return Err(DriverError::Worker(e.to_string())),
             None => continue,
         };
-        if let Some((node, pending)) = co.integrate(seg) {
-            let width = match cfg.strategy {
-                Strategy::Uniform { width, .. } | Strategy::Entropy { width, .. } => width,
-                _ => 1,
-            };
-            co.expand(node, width, Some(pending), true)?;
+        match done {
+            Done::Path(seg) => {
+                paths -= 1;
+                let Some((node, pending)) = co.integrate(seg) else {
+                    continue;
+                };
+                match &sh.policy {
+                    AnyPolicy::Sync(_) => co.expand(node, width, pending, true).await?,
+                    AnyPolicy::Async(p) => {
+                        // The branch point's samples in one request, while
+                        // the other paths go on.
+                        let want = width.max(1) - usize::from(pending.is_some());
+                        let d = co.decision_at(node);
+                        let seed = Rng::derive(cfg.seed, node as u64).next_u64();
+                        let (p, sh) = (Arc::clone(p), Arc::clone(&sh));
+                        running.spawn(async move {
+                            let t = Instant::now();
+                            let samples = checked(p.choose_n(d, want, seed).await, want, &p.name());
+                            sh.policy_us.fetch_add(micros(t), Ordering::Relaxed);
+                            Done::Expansion {
+                                node,
+                                pending,
+                                samples,
+                            }
+                        });
+                    }
+                }
+            }
+            Done::Expansion {
+                node,
+                pending,
+                samples,
+            } => {
+                let mut all: Vec<Choice> = pending.into_iter().collect();
+                match samples {
+                    Ok(s) => all.extend(s),
+                    Err(e) => {
+                        // The model failed here: the node is a fault (its
+                        // path ends), not the whole tree.
+                        co.tree.stats.faults += 1;
+                        co.tree.nodes[node].fault = Some(e.to_string());
+                        sh.progress.faults.fetch_add(1, Ordering::Relaxed);
+                        continue;
+                    }
+                }
+                co.expand_with(node, all, true);
+            }
         }
     }
     let mut tree = co.tree;
@@ -785,6 +1076,7 @@ pub async fn run_tree(
     tree.stats.snapshot_s = secs(&sh.snapshot_us);
     tree.stats.action_s = secs(&sh.action_us);
     tree.stats.verify_s = secs(&sh.verify_us);
+    tree.stats.policy_s = secs(&sh.policy_us);
     Ok(tree)
 }
 
@@ -817,35 +1109,35 @@ const MAX_IDLE_WALKS: usize = 64;
 impl Coordinator {
     /// Queue the strategy's next job when nothing else is queued; returns
     /// whether one was queued.
-    fn next_job(
+    async fn next_job(
         &mut self,
         strategy: Strategy,
         lazy: &mut Lazy,
         workers: usize,
-    ) -> Result<bool, crate::policy::PolicyError> {
+    ) -> Result<bool, PolicyError> {
         if self.sh.remaining.load(Ordering::SeqCst) < 2 {
             return Ok(false);
         }
         match strategy {
-            Strategy::Independent { episodes } => self.fresh_episode(lazy, episodes),
+            Strategy::Independent { episodes } => self.fresh_episode(lazy, episodes).await,
             Strategy::Vine { k } => {
                 if lazy.started == 0 {
-                    return self.fresh_episode(lazy, 1);
+                    return self.fresh_episode(lazy, 1).await;
                 }
-                self.vine_continuation(&mut lazy.continuations, k)
+                self.vine_continuation(&mut lazy.continuations, k).await
             }
             Strategy::Uncertainty { initial } => {
                 if lazy.started < initial {
-                    return self.fresh_episode(lazy, initial);
+                    return self.fresh_episode(lazy, initial).await;
                 }
-                self.uncertainty_branch(&mut lazy.exhausted, workers)
+                self.uncertainty_branch(&mut lazy.exhausted, workers).await
             }
             Strategy::Sample { episodes } => {
                 if lazy.started == 0 {
-                    return self.fresh_episode(lazy, episodes);
+                    return self.fresh_episode(lazy, episodes).await;
                 }
                 while lazy.started < episodes {
-                    match self.walk()? {
+                    match self.walk().await? {
                         Walk::Queued => {
                             lazy.started += 1;
                             return Ok(true);
@@ -858,7 +1150,7 @@ impl Coordinator {
             }
             Strategy::Uniform { .. } | Strategy::Entropy { .. } => {
                 while lazy.idle_walks < MAX_IDLE_WALKS {
-                    match self.walk()? {
+                    match self.walk().await? {
                         Walk::Queued => {
                             lazy.idle_walks = 0;
                             return Ok(true);
@@ -874,18 +1166,11 @@ impl Coordinator {
     }
 
     /// Start one more independent episode at the root (no merging).
-    fn fresh_episode(
-        &mut self,
-        lazy: &mut Lazy,
-        limit: usize,
-    ) -> Result<bool, crate::policy::PolicyError> {
+    async fn fresh_episode(&mut self, lazy: &mut Lazy, limit: usize) -> Result<bool, PolicyError> {
         if lazy.started >= limit {
             return Ok(false);
         }
-        let node = &self.tree.nodes[0];
-        let c = self
-            .sh
-            .choose(&node.observation, &node.candidates, &[], &mut self.rng)?;
+        let c = self.sample_one(0).await?;
         lazy.started += 1;
         let snapshot = self.snapshot_of(0);
         Ok(self.dispatch(0, &snapshot, c, 1))
@@ -898,7 +1183,7 @@ impl Coordinator {
     /// count is the number of on-policy episodes through it and V̂ stays an
     /// on-policy mean (a walk that only counted when it found something new
     /// would weight the tree towards its unexplored parts).
-    fn walk(&mut self) -> Result<Walk, crate::policy::PolicyError> {
+    async fn walk(&mut self) -> Result<Walk, PolicyError> {
         let mut node = 0;
         let mut path: Vec<usize> = Vec::new();
         loop {
@@ -911,10 +1196,8 @@ impl Coordinator {
                 }
                 return Ok(Walk::Known);
             }
-            let history = self.history(node);
-            let c = self
-                .sh
-                .choose(&n.observation, &n.candidates, &history, &mut self.rng)?;
+            let c = self.sample_one(node).await?;
+            let n = &self.tree.nodes[node];
             match n
                 .edges
                 .iter()
@@ -964,32 +1247,25 @@ impl Coordinator {
 
     /// Queue the next continuation of a vine: round `r` samples one fresh
     /// action at every state of the main path, in order, then round `r + 1`.
-    fn vine_continuation(
-        &mut self,
-        done: &mut usize,
-        k: usize,
-    ) -> Result<bool, crate::policy::PolicyError> {
+    async fn vine_continuation(&mut self, done: &mut usize, k: usize) -> Result<bool, PolicyError> {
         let states = self.main_path();
         if states.is_empty() || *done >= states.len() * k.max(1) {
             return Ok(false);
         }
         let node = states[*done % states.len()];
         *done += 1;
-        let n = &self.tree.nodes[node];
-        let (obs, candidates) = (n.observation.clone(), n.candidates.clone());
-        let history = self.history(node);
-        let c = self.sh.choose(&obs, &candidates, &history, &mut self.rng)?;
+        let c = self.sample_one(node).await?;
         let snapshot = self.snapshot_of(node);
         Ok(self.dispatch(node, &snapshot, c, 1))
     }
 
     /// Queue a new branch at the node with the highest p̂(1−p̂); returns
     /// whether anything was queued.
-    fn uncertainty_branch(
+    async fn uncertainty_branch(
         &mut self,
         exhausted: &mut Vec<bool>,
         workers: usize,
-    ) -> Result<bool, crate::policy::PolicyError> {
+    ) -> Result<bool, PolicyError> {
         let _ = workers;
         exhausted.resize(self.tree.nodes.len(), false);
         let Some((ct, map)) = self.tree.credit_tree() else {
@@ -1016,11 +1292,8 @@ impl Coordinator {
                 .then(self.tree.nodes[a.1].depth.cmp(&self.tree.nodes[b.1].depth))
         });
         for (_, node) in ranked {
-            let obs = self.tree.nodes[node].observation.clone();
-            let candidates = self.tree.nodes[node].candidates.clone();
-            let history = self.history(node);
             for _ in 0..6 {
-                let c = self.sh.choose(&obs, &candidates, &history, &mut self.rng)?;
+                let c = self.sample_one(node).await?;
                 let known = self.tree.nodes[node]
                     .edges
                     .iter()

@@ -9,6 +9,8 @@
 //! work the same on native snapshots and WebAssembly sessions.
 //! - [`policy`]: the [`policy::Policy`] trait and the built-in policies
 //!   (random, gold, mixture, an external command).
+//! - [`llm`]: the LLM policy ([`llm::OpenAiPolicy`], `openai:URL#model`): a
+//!   model behind an OpenAI-compatible server, with tool calling and token capture.
 //! - [`tree`]: rollout trees (nodes are snapshots, edges actions, leaves verdicts).
 //! - [`driver`]: the concurrent driver that grows trees by forking real snapshots.
 //! - [`credit`]: Q̂, V̂, advantages, intervals, shaping and GRPO (pure arithmetic).
@@ -20,7 +22,7 @@ pub mod credit;
 pub mod driver;
 pub mod env;
 pub mod export;
-
+pub mod llm;
 pub mod policy;
 pub mod tree;
 

@@ -7,9 +7,18 @@
 //! [`CommandPolicy`] (an external program answers each decision, JSON on
 //! stdin/stdout: any agent, an LLM client included). The trainer's network
 //! implements [`Policy`] itself.
+//!
+//! [`AsyncPolicy`] is the async twin for policies that wait on something
+//! else (a model behind a sampling server, [`crate::llm::OpenAiPolicy`]): the
+//! driver awaits its decisions without holding a thread, and asks for all the
+//! samples of a branch point in one call ([`AsyncPolicy::choose_n`]).
 
+use std::fmt;
+use std::future::Future;
 use std::io::Write as _;
+use std::pin::Pin;
 use std::process::{Command, Stdio};
+use std::sync::Arc;
 
 use serde::{Deserialize, Serialize};
 
@@ -24,6 +33,45 @@ pub struct Tokens {
     pub log_probs: Vec<f64>,
 }
 
+/// What a token-level policy (an LLM) sampled at one decision, beside its
+/// [`Tokens`]: the prompt as the model saw it and how it was sampled, so a
+/// trainer can rebuild its sample (and recompute `old_log_probs`) exactly.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct Generation {
+    /// The prompt as chat messages (OpenAI format: system, user, assistant
+    /// tool calls and tool outputs), when the policy works on messages.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub messages: Option<Vec<serde_json::Value>>,
+    /// The prompt's token ids, when the server (or the external agent)
+    /// returned them; never reconstructed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub prompt_ids: Option<Vec<u32>>,
+    /// The tokenizer and chat template the ids belong to.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tokenizer: Option<String>,
+    /// The model's reply as text (content, then the tool calls as JSON).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub text: Option<String>,
+    /// The request's sampling parameters (temperature, top_p, max_tokens, seed, n).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sampling: Option<serde_json::Value>,
+    /// The model that answered, as the server named it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub model: Option<String>,
+    /// Why generation stopped (`stop`, `length`, `tool_calls`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub finish_reason: Option<String>,
+    /// Why the reply is not a valid action (a malformed tool call, no tool
+    /// call at all), when it is not: the action is then an `exec` that only
+    /// prints this message, so the agent observes it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub invalid: Option<String>,
+    /// Whether the context was cut to the token budget (the prompt then
+    /// carries a visible mark where steps were left out).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub truncated_context: bool,
+}
+
 /// What a policy sees at one decision.
 #[derive(Clone, Copy, Debug)]
 pub struct PolicyInput<'a> {
@@ -36,8 +84,112 @@ pub struct PolicyInput<'a> {
     pub candidates: &'a [AgentAction],
     /// The actions taken so far on this path.
     pub history: &'a [AgentAction],
+    /// The observation after each of them (same length as `history`): what
+    /// a context builder shows after each action.
+    pub observations: &'a [EnvObservation],
     /// The environment's reference solution, when it has one.
     pub reference: Option<&'a [AgentAction]>,
+}
+
+/// A [`PolicyInput`] that owns its data (what crosses an `.await`).
+#[derive(Clone, Debug)]
+pub struct Decision {
+    /// The task.
+    pub task: String,
+    /// The current observation.
+    pub observation: EnvObservation,
+    /// The candidate actions (then `Submit`).
+    pub candidates: Vec<AgentAction>,
+    /// The actions taken so far.
+    pub history: Vec<AgentAction>,
+    /// The observation after each of them.
+    pub observations: Vec<EnvObservation>,
+    /// The reference solution.
+    pub reference: Option<Vec<AgentAction>>,
+}
+
+impl Decision {
+    /// Borrow it as a [`PolicyInput`].
+    pub fn input(&self) -> PolicyInput<'_> {
+        PolicyInput {
+            task: &self.task,
+            observation: &self.observation,
+            candidates: &self.candidates,
+            history: &self.history,
+            observations: &self.observations,
+            reference: self.reference.as_deref(),
+        }
+    }
+}
+
+/// A boxed future of `n` choices.
+pub type Choices<'a> = Pin<Box<dyn Future<Output = Result<Vec<Choice>, PolicyError>> + Send + 'a>>;
+
+/// The async twin of [`Policy`]: for policies that wait on a server.
+pub trait AsyncPolicy: Send + Sync {
+    /// A short name (`openai(http://…#model)`).
+    fn name(&self) -> String;
+
+    /// What the tree records about the policy (model id, revision, prompt
+    /// settings), once per tree.
+    fn describe(&self) -> Option<serde_json::Value> {
+        None
+    }
+
+    /// `n` independent samples at one decision (siblings of a branch point
+    /// share the prompt: one request with `n`). `seed` makes a server that
+    /// honours seeds reproducible.
+    fn choose_n(&self, decision: Decision, n: usize, seed: u64) -> Choices<'_>;
+}
+
+/// Either kind of policy, as the driver runs it.
+#[derive(Clone)]
+pub enum AnyPolicy {
+    /// A synchronous policy (called on a blocking thread inside paths).
+    Sync(Arc<dyn Policy>),
+    /// An async policy (awaited; no thread held while it waits).
+    Async(Arc<dyn AsyncPolicy>),
+}
+
+impl fmt::Debug for AnyPolicy {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "AnyPolicy({})", self.name())
+    }
+}
+
+impl AnyPolicy {
+    /// The policy's name.
+    pub fn name(&self) -> String {
+        match self {
+            Self::Sync(p) => p.name(),
+            Self::Async(p) => p.name(),
+        }
+    }
+
+    /// What the tree records about it.
+    pub fn describe(&self) -> Option<serde_json::Value> {
+        match self {
+            Self::Sync(_) => None,
+            Self::Async(p) => p.describe(),
+        }
+    }
+
+    /// Whether decisions are awaited (an [`AsyncPolicy`]).
+    pub fn is_async(&self) -> bool {
+        matches!(self, Self::Async(_))
+    }
+}
+
+impl From<Arc<dyn Policy>> for AnyPolicy {
+    fn from(p: Arc<dyn Policy>) -> Self {
+        Self::Sync(p)
+    }
+}
+
+impl From<Arc<dyn AsyncPolicy>> for AnyPolicy {
+    fn from(p: Arc<dyn AsyncPolicy>) -> Self {
+        Self::Async(p)
+    }
 }
 
 /// A policy's decision.
@@ -60,6 +212,9 @@ pub struct Choice {
     pub version: u64,
     /// Token ids and per-token log-probs, for token-level policies.
     pub tokens: Option<Tokens>,
+    /// The prompt and sampling of a token-level policy's decision.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub generation: Option<Box<Generation>>,
 }
 
 /// Why a policy could not decide.
@@ -184,6 +339,7 @@ impl Policy for RandomPolicy {
             version: 0,
             tokens: None,
             target_log_prob: None,
+            generation: None,
         })
     }
 }
@@ -210,6 +366,7 @@ impl Policy for GoldPolicy {
             version: 0,
             tokens: None,
             target_log_prob: None,
+            generation: None,
         })
     }
 }
@@ -268,6 +425,7 @@ impl Policy for MixturePolicy {
             version: 0,
             tokens: None,
             target_log_prob: None,
+            generation: None,
         })
     }
 }
@@ -294,6 +452,8 @@ pub struct CommandRequest<'a> {
     pub candidates: &'a [AgentAction],
     /// The actions taken so far.
     pub history: &'a [AgentAction],
+    /// The observation after each of them (the outputs an agent's context shows).
+    pub observations: &'a [EnvObservation],
 }
 
 /// What a [`CommandPolicy`] program answers: an `action` or an `index`, and
@@ -322,6 +482,16 @@ pub struct CommandReply {
     /// Per-token log-probs.
     #[serde(default)]
     pub token_log_probs: Option<Vec<f64>>,
+    /// Token ids of the prompt the agent's model read (token-level exports
+    /// that need prompt ids, verl and SkyRL, refuse trees without them).
+    #[serde(default)]
+    pub prompt_tokens: Option<Vec<u32>>,
+    /// The tokenizer (and chat template) both id lists belong to.
+    #[serde(default)]
+    pub tokenizer: Option<String>,
+    /// The prompt as chat messages, if the agent works on messages.
+    #[serde(default)]
+    pub messages: Option<Vec<serde_json::Value>>,
 }
 
 impl Policy for CommandPolicy {
@@ -340,6 +510,7 @@ impl Policy for CommandPolicy {
             observation: input.observation,
             candidates: input.candidates,
             history: input.history,
+            observations: input.observations,
         };
         let body = serde_json::to_vec(&request).map_err(|e| fail(e.to_string()))?;
         let mut child = Command::new("sh")
@@ -399,6 +570,22 @@ impl Policy for CommandPolicy {
                 ));
             }
         };
+        if reply.prompt_tokens.is_some() && tokens.is_none() {
+            return Err(fail(
+                "`prompt_tokens` needs the response's `tokens` and `token_log_probs`".to_owned(),
+            ));
+        }
+        let generation = (reply.prompt_tokens.is_some()
+            || reply.tokenizer.is_some()
+            || reply.messages.is_some())
+        .then(|| {
+            Box::new(Generation {
+                messages: reply.messages,
+                prompt_ids: reply.prompt_tokens,
+                tokenizer: reply.tokenizer,
+                ..Generation::default()
+            })
+        });
         Ok(Choice {
             action,
             index,
@@ -407,8 +594,23 @@ impl Policy for CommandPolicy {
             version: reply.version.unwrap_or(0),
             tokens,
             target_log_prob: None,
+            generation,
         })
     }
+}
+
+/// Any policy by name: the built-in ones ([`builtin`]) and
+/// `openai:URL[?OPTIONS][#MODEL]` ([`crate::llm::OpenAiPolicy`], which
+/// connects to its server here, so a wrong URL or model fails now).
+///
+/// # Errors
+/// An unknown name, a bad parameter, or an unreachable model server.
+pub async fn resolve(spec: &str) -> Result<AnyPolicy, String> {
+    if let Some(rest) = spec.strip_prefix("openai:") {
+        let p = crate::llm::OpenAiPolicy::connect(rest).await?;
+        return Ok(AnyPolicy::Async(Arc::new(p)));
+    }
+    builtin(spec).map(|p| AnyPolicy::Sync(Arc::from(p)))
 }
 
 /// A built-in policy by name: `random`, `gold`, `mixture` / `mixture:P`
@@ -417,6 +619,11 @@ impl Policy for CommandPolicy {
 /// # Errors
 /// An unknown name or a bad parameter.
 pub fn builtin(spec: &str) -> Result<Box<dyn Policy>, String> {
+    if spec.starts_with("openai:") {
+        return Err(format!(
+            "{spec:?} is an async policy (a model server): resolve it with `policy::resolve`"
+        ));
+    }
     if let Some(cmd) = spec.strip_prefix("command:") {
         if cmd.trim().is_empty() {
             return Err("`command:` needs a command".to_owned());
@@ -440,7 +647,7 @@ pub fn builtin(spec: &str) -> Result<Box<dyn Policy>, String> {
                 return Ok(Box::new(MixturePolicy { p }));
             }
             Err(format!(
-                "unknown policy {spec:?} (random, gold, mixture, mixture:P, command:CMD)"
+                "unknown policy {spec:?} (random, gold, mixture, mixture:P, command:CMD, openai:URL[#MODEL])"
             ))
         }
     }
@@ -475,6 +682,7 @@ mod tests {
             observation: &o,
             candidates: &cands,
             history: &[],
+            observations: &[],
             reference: Some(&gold),
         };
         let m = MixturePolicy { p: 0.4 };
@@ -515,6 +723,7 @@ mod tests {
             observation: &o,
             candidates: &cands,
             history: &[],
+            observations: &[],
             reference: None,
         };
         let c = RandomPolicy.choose(&input, &mut Rng::new(1)).unwrap();
@@ -537,6 +746,7 @@ mod tests {
             observation: &o,
             candidates: &cands,
             history: &[],
+            observations: &[],
             reference: None,
         };
         let p = CommandPolicy {

@@ -10,7 +10,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::credit::{CreditEdge, CreditNode, CreditTree};
 use crate::env::{AgentAction, EnvObservation, Verdict};
-use crate::policy::Tokens;
+use crate::policy::{Generation, Tokens};
 use arbor_runtime::store::object::ExitStatus;
 
 /// The schema tag of tree files.
@@ -96,6 +96,9 @@ pub struct Edge {
     pub policy_version: u64,
     /// Token ids and per-token log-probs (token-level policies).
     pub tokens: Option<Tokens>,
+    /// The prompt and sampling of a token-level policy's decision.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub generation: Option<Box<Generation>>,
     /// How many identical sibling samples this edge stands for.
     pub count: u32,
     /// How the action ended (`None` for `Submit`).
@@ -141,6 +144,9 @@ pub struct TreeStats {
     pub action_s: f64,
     /// Seconds spent verifying (summed over workers).
     pub verify_s: f64,
+    /// Seconds spent waiting on the policy (summed over concurrent decisions).
+    #[serde(default)]
+    pub policy_s: f64,
     /// Runtime faults.
     pub faults: u64,
     /// Sibling samples merged into an existing edge.
@@ -154,6 +160,10 @@ pub struct RolloutTree {
     pub task: String,
     /// The behaviour policy's name.
     pub policy: String,
+    /// What the policy recorded about itself (an LLM policy: server, model
+    /// id and revision, system prompt, context budget, sampling defaults).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub policy_info: Option<serde_json::Value>,
     /// The branching strategy, as given.
     pub strategy: String,
     /// The seed.

@@ -281,6 +281,7 @@ impl Policy for MarkovPolicy {
             entropy: entropy(&p),
             version: 0,
             tokens: None,
+            generation: None,
         })
     }
 }

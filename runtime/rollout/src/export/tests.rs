@@ -11,6 +11,7 @@ impl Build {
         let mut t = RolloutTree {
             task: "t".into(),
             policy: "p".into(),
+            policy_info: None,
             strategy: strategy.into(),
             seed: 0,
             budget: Budget::default(),
@@ -39,6 +40,7 @@ impl Build {
             entropy: 1.0,
             policy_version: 0,
             tokens: None,
+            generation: None,
             count,
             exit: None,
             duration_us: 0,
