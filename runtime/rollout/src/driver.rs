@@ -448,7 +448,7 @@ fn is_branch_depth(strategy: Strategy, depth: usize) -> bool {
 
 fn is_branch_point(strategy: Strategy, depth: usize, choice: &Choice) -> bool {
     match strategy {
-        Strategy::Uniform { every, .. } => depth.is_multiple_of(every),
+        Strategy::Uniform { .. } => is_branch_depth(strategy, depth),
         Strategy::Entropy { threshold, .. } => choice.entropy > threshold,
         Strategy::Uncertainty { .. }
         | Strategy::Independent { .. }
@@ -473,7 +473,8 @@ struct Stepped {
     snapshot_us: u64,
 }
 
-/// Open the sandbox if needed, take the action, snapshot (blocking).
+/// Open the sandbox if needed, take the action, snapshot (blocking). The
+/// sandbox comes back whatever happened, so the path can close it.
 fn step_blocking(
     sh: &Shared,
     mut sandbox: Option<AnySandbox>,
@@ -481,52 +482,34 @@ fn step_blocking(
     depth: usize,
     action: &AgentAction,
 ) -> Stepped {
-    let mut out = Stepped {
-        sandbox: None,
-        outcome: Err(String::new()),
-        fork_us: None,
-        action_us: 0,
-        snapshot_us: 0,
-    };
-    if sandbox.is_none() {
+    let (mut fork_us, mut action_us, mut snapshot_us) = (None, 0, 0);
+    let mut run = || {
+        if sandbox.is_none() {
+            let t = Instant::now();
+            sandbox = Some(current.open().map_err(|e| format!("fork: {e}"))?);
+            fork_us = Some(micros(t));
+        }
+        let sb = sandbox.as_mut().ok_or("no sandbox")?;
         let t = Instant::now();
-        match current.open() {
-            Ok(sb) => sandbox = Some(sb),
-            Err(e) => {
-                out.outcome = Err(format!("fork: {e}"));
-                return out;
-            }
-        }
-        out.fork_us = Some(micros(t));
+        let result = sh
+            .env
+            .step(sb, depth, action)
+            .map_err(|e| format!("step {depth}: {e}"))?;
+        action_us = micros(t);
+        let t = Instant::now();
+        let snap = sb.snapshot().map_err(|e| format!("snapshot: {e}"))?;
+        snapshot_us = micros(t);
+        let candidates = sh.candidates(&result.observation);
+        Ok((result, snap, candidates))
+    };
+    let outcome = run();
+    Stepped {
+        sandbox,
+        outcome,
+        fork_us,
+        action_us,
+        snapshot_us,
     }
-    let Some(sb) = sandbox.as_mut() else {
-        out.outcome = Err("no sandbox".to_owned());
-        return out;
-    };
-    let t = Instant::now();
-    let result = match sh.env.step(sb, depth, action) {
-        Ok(r) => r,
-        Err(e) => {
-            out.outcome = Err(format!("step {depth}: {e}"));
-            out.sandbox = sandbox;
-            return out;
-        }
-    };
-    out.action_us = micros(t);
-    let t = Instant::now();
-    let snap = match sb.snapshot() {
-        Ok(s) => s,
-        Err(e) => {
-            out.outcome = Err(format!("snapshot: {e}"));
-            out.sandbox = sandbox;
-            return out;
-        }
-    };
-    out.snapshot_us = micros(t);
-    let candidates = sh.candidates(&result.observation);
-    out.outcome = Ok((result, snap, candidates));
-    out.sandbox = sandbox;
-    out
 }
 
 /// Run one path: env work on blocking threads, decisions awaited (an async

@@ -83,17 +83,10 @@ pub struct JsonClient {
     client: Client<HttpConnector, Full<Bytes>>,
     limit: Semaphore,
     settings: HttpSettings,
-    /// Requests retried (a counter for the tree's policy record).
-    pub retried: std::sync::atomic::AtomicU64,
 }
 
 fn snippet(b: &[u8]) -> String {
-    let s = String::from_utf8_lossy(b);
-    let s = s.trim();
-    match s.char_indices().nth(400) {
-        Some((i, _)) => format!("{}…", &s[..i]),
-        None => s.to_owned(),
-    }
+    super::context::truncate_chars(String::from_utf8_lossy(b).trim(), 400)
 }
 
 impl JsonClient {
@@ -126,7 +119,6 @@ impl JsonClient {
             client,
             limit: Semaphore::new(settings.concurrency.max(1)),
             settings,
-            retried: std::sync::atomic::AtomicU64::new(0),
         })
     }
 
@@ -236,8 +228,6 @@ impl JsonClient {
                     },
                 });
             }
-            self.retried
-                .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
             // Exponential backoff with ±50% jitter.
             let frac = 0.5 + rng.next_f64();
             let base = self.settings.backoff.as_secs_f64() * f64::from(1u32 << (tries - 1).min(5));
