@@ -281,9 +281,21 @@ pub struct CreditArgs {
     /// A trees file written by `arbor rollout` (or its stored copy, rollout.KEY).
     #[arg(required = true)]
     pub tree: Option<PathBuf>,
-    /// Write one advantage record per edge (JSON lines, schema arbor.advantage-record/1).
+    /// Write one advantage record per edge (JSON lines, schema arbor.advantage-record/2).
     #[arg(long, value_name = "FILE")]
     pub export: Option<PathBuf>,
+    /// Write the records for a trainer, to --out: jsonl (advantage records),
+    /// verl (Parquet), skyrl (GeneratorOutput JSON), verifiers (message
+    /// graph JSON), trl (rollout_func dict JSON). One sample per edge.
+    #[arg(long, value_name = "FORMAT", value_parser = parse_format)]
+    pub format: Option<arbor_envs::rollout::export::formats::Format>,
+    /// Where --format writes.
+    #[arg(long, value_name = "PATH")]
+    pub out: Option<PathBuf>,
+    /// How --format scales advantages: none, state (by the deviation at each
+    /// state) or batch (by the deviation over the export).
+    #[arg(long, value_name = "HOW", default_value = "none", value_parser = parse_normalise)]
+    pub normalise: arbor_envs::rollout::export::formats::Normalise,
     /// Write same-state preference pairs (JSON lines: prompt, chosen, rejected).
     #[arg(long, value_name = "FILE")]
     pub pairs: Option<PathBuf>,
@@ -298,6 +310,14 @@ pub struct CreditArgs {
     pub gamma: f64,
 }
 
+fn parse_format(s: &str) -> Result<arbor_envs::rollout::export::formats::Format, String> {
+    s.parse()
+}
+
+fn parse_normalise(s: &str) -> Result<arbor_envs::rollout::export::formats::Normalise, String> {
+    s.parse()
+}
+
 impl CreditArgs {
     /// Reject a trees file, or its options, given together with `eval`
     /// (clap accepts both: global flags may come before the subcommand, so
@@ -307,13 +327,21 @@ impl CreditArgs {
     /// What was given that `eval` does not take.
     pub fn check(&self) -> Result<(), String> {
         if self.command.is_none() {
-            return Ok(());
+            return match (&self.format, &self.out) {
+                (Some(_), None) => Err("--format needs --out PATH".to_owned()),
+                (None, Some(_)) => {
+                    Err("--out needs --format (jsonl, verl, skyrl, verifiers, trl)".to_owned())
+                }
+                _ => Ok(()),
+            };
         }
         let given: Vec<&str> = [
             ("a trees file", self.tree.is_some()),
             ("--export", self.export.is_some()),
             ("--pairs", self.pairs.is_some()),
             ("--plot", self.plot.is_some()),
+            ("--format", self.format.is_some()),
+            ("--out", self.out.is_some()),
         ]
         .into_iter()
         .filter_map(|(what, given)| given.then_some(what))

@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 use anyhow::{Context as _, Result, anyhow};
 use arbor_envs::rollout::credit::CreditConfig;
 use arbor_envs::rollout::driver::{DriverConfig, Progress, Strategy, run_tree_with};
-use arbor_envs::rollout::export::{informative_pairs, pairs, records, svg};
+use arbor_envs::rollout::export::{formats, informative_pairs, pairs, records, svg};
 use arbor_envs::rollout::policy::{AnyPolicy, resolve};
 use arbor_envs::rollout::tree::{Forest, RolloutTree, TREE_SCHEMA};
 use arbor_envs::suite::{self, Suite};
@@ -272,15 +272,13 @@ fn write_lines<T: Serialize>(path: &Path, items: &[T]) -> Result<()> {
 }
 
 /// Run `arbor credit`.
-pub fn credit(
-    ctx: &Ctx,
-    tree: &Path,
-    export_to: Option<&Path>,
-    pairs_to: Option<&Path>,
-    plot: Option<&Path>,
-    margin: f64,
-    gamma: f64,
-) -> Result<i32> {
+pub fn credit(ctx: &Ctx, tree: &Path, args: &crate::args::CreditArgs) -> Result<i32> {
+    let (export_to, pairs_to, plot) = (
+        args.export.as_deref(),
+        args.pairs.as_deref(),
+        args.plot.as_deref(),
+    );
+    let (margin, gamma) = (args.margin, args.gamma);
     if !(0.0..=1.0).contains(&gamma) {
         return Err(anyhow!(UsageError(format!(
             "--gamma {gamma} is not in [0, 1]"
@@ -318,6 +316,24 @@ pub fn credit(
     if let Some(p) = export_to {
         write_lines(p, &all_records)?;
     }
+    let mut exported = serde_json::Value::Null;
+    if let (Some(format), Some(out)) = (args.format, args.out.as_deref()) {
+        let started = std::time::Instant::now();
+        let w = formats::write(&all_records, format, args.normalise, out).map_err(|e| match e {
+            formats::ExportError::Missing { .. } | formats::ExportError::Ragged { .. } => {
+                anyhow!(UsageError(e.to_string()))
+            }
+            formats::ExportError::Write { .. } => anyhow!(e),
+        })?;
+        let secs = started.elapsed().as_secs_f64();
+        exported = serde_json::json!({
+            "format": format.name(),
+            "path": out.display().to_string(),
+            "rows": w.rows,
+            "bytes": w.bytes,
+            "seconds": secs,
+        });
+    }
     if let Some(p) = pairs_to {
         write_lines(p, &all_pairs)?;
     }
@@ -330,7 +346,7 @@ pub fn credit(
     }
     emit(
         ctx.json,
-        &serde_json::json!({ "trees": rows, "records": all_records.len(), "pairs": all_pairs.len() }),
+        &serde_json::json!({ "trees": rows, "records": all_records.len(), "pairs": all_pairs.len(), "export": exported }),
         || {
             let body: Vec<Vec<String>> = rows
                 .iter()
@@ -364,6 +380,14 @@ pub fn credit(
                 if let Some(p) = p {
                     s.push_str(&format!("{what}: {}\n", p.display()));
                 }
+            }
+            if let Some(f) = exported["format"].as_str() {
+                s.push_str(&format!(
+                    "{f}: {} ({} samples, {} bytes)\n",
+                    exported["path"].as_str().unwrap_or_default(),
+                    exported["rows"],
+                    exported["bytes"]
+                ));
             }
             s
         },

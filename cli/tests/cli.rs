@@ -789,13 +789,43 @@ fn rollout_and_credit_write_trees_records_pairs_and_a_plot() {
     );
     for line in lines.lines() {
         let r: Value = serde_json::from_str(line).unwrap();
-        assert_eq!(r["schema"], "arbor.advantage-record/1");
+        assert_eq!(r["schema"], "arbor.advantage-record/2");
         assert!(
             r["q"].is_number() && r["behaviour_log_prob"].is_number(),
             "{r}"
         );
     }
     assert!(fs::read_to_string(&plot).unwrap().starts_with("<svg"));
+    // A token format refuses a tree of discrete actions, naming the field,
+    // and writes nothing; JSON lines (no tokens needed) go through.
+    let verl = env.path("adv.parquet");
+    let err = env.json_with(
+        2,
+        &[
+            "credit",
+            out.to_str().unwrap(),
+            "--format",
+            "verl",
+            "--out",
+            verl.to_str().unwrap(),
+        ],
+    );
+    assert!(
+        str_of(&err["error"]).contains("`context.prompt_ids`"),
+        "{err}"
+    );
+    assert!(!verl.exists());
+    let jsonl = env.path("adv2.jsonl");
+    let done = env.json(&[
+        "credit",
+        out.to_str().unwrap(),
+        "--format",
+        "jsonl",
+        "--out",
+        jsonl.to_str().unwrap(),
+    ]);
+    assert_eq!(done["export"]["rows"], credit["records"], "{done}");
+    assert_eq!(fs::read_to_string(&jsonl).unwrap(), lines);
     // After gc, the stored copy still reads back (verified) with the same credit.
     env.ok(&["gc"]);
     fs::remove_file(&out).unwrap();

@@ -200,7 +200,7 @@ fn records_stream_through_a_bounded_channel() {
         let consumer = tokio::spawn(async move {
             let mut n = 0;
             while let Some(r) = rx.recv().await {
-                assert_eq!(r.schema, "arbor.advantage-record/1");
+                assert_eq!(r.schema, "arbor.advantage-record/2");
                 n += 1;
             }
             n

@@ -123,16 +123,9 @@ fn credit(ctx: &Ctx, args: CreditArgs) -> Result<i32> {
     }
     let tree = args
         .tree
+        .clone()
         .ok_or_else(|| UsageError("credit needs a trees file (or `credit eval`)".into()))?;
-    crate::rollout::credit(
-        ctx,
-        &tree,
-        args.export.as_deref(),
-        args.pairs.as_deref(),
-        args.plot.as_deref(),
-        args.margin,
-        args.gamma,
-    )
+    crate::rollout::credit(ctx, &tree, &args)
 }
 
 /// Fail early, before any work, if `name` cannot be a tag.

@@ -335,7 +335,7 @@ fn offline(ctx: &Ctx, args: &TrainArgs, path: &Path, device: tch::Device) -> Res
         if line.trim().is_empty() {
             continue;
         }
-        let r: AdvantageRecord = serde_json::from_str(&line).map_err(|e| {
+        let r: AdvantageRecord = arbor_envs::rollout::export::parse_record(&line).map_err(|e| {
             anyhow!(UsageError(format!(
                 "{}:{}: not an advantage record: {e}",
                 path.display(),

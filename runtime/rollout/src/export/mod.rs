@@ -5,8 +5,11 @@
 //!
 //! Record schema: [`RECORD_SCHEMA`], documented field by field in
 //! `runtime/rollout/SCHEMA.md` and given as JSON Schema in
-//! `runtime/rollout/schema/advantage-record.v1.json`; [`validate_record`]
-//! checks a record against it.
+//! `runtime/rollout/schema/advantage-record.v2.json`; [`validate_record`]
+//! checks a record against the schema its tag names (version 1 records are
+//! still read: the fields version 2 added take their defaults).
+//! [`formats`] turns records into the sample layouts of verl, SkyRL,
+//! verifiers and TRL.
 
 use serde::{Deserialize, Serialize};
 use tokio::sync::mpsc;
@@ -15,22 +18,72 @@ use crate::credit::{Credit, CreditConfig, CreditError, estimate, grpo_advantages
 use crate::env::AgentAction;
 use crate::tree::RolloutTree;
 
+pub mod formats;
+
 /// The schema tag of advantage records.
-pub const RECORD_SCHEMA: &str = "arbor.advantage-record/1";
+pub const RECORD_SCHEMA: &str = "arbor.advantage-record/2";
+/// The tag of the first version, still read.
+pub const RECORD_SCHEMA_V1: &str = "arbor.advantage-record/1";
 /// The schema tag of preference pairs.
 pub const PAIR_SCHEMA: &str = "arbor.preference-pair/1";
 /// The JSON Schema of advantage records.
-pub const RECORD_JSON_SCHEMA: &str = include_str!("../../schema/advantage-record.v1.json");
+pub const RECORD_JSON_SCHEMA: &str = include_str!("../../schema/advantage-record.v2.json");
+/// The JSON Schema of version 1 records.
+pub const RECORD_JSON_SCHEMA_V1: &str = include_str!("../../schema/advantage-record.v1.json");
+
+/// How the edge's target ended, when it is a leaf.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct RecordLeaf {
+    /// The verifier's reward (`None`: ungraded).
+    pub reward: Option<f64>,
+    /// Whether the verdict is a success.
+    pub success: bool,
+    /// Whether the budget cut the episode short.
+    pub truncated: bool,
+    /// The runtime fault that ended the path there, if one did.
+    pub fault: Option<String>,
+}
+
+/// The prompt the action was sampled from, as a token-level policy saw it
+/// (from the edge's generation record).
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct RecordContext {
+    /// The prompt as chat messages, tool outputs included.
+    pub messages: Option<Vec<serde_json::Value>>,
+    /// The prompt's token ids, as the server returned them.
+    pub prompt_ids: Option<Vec<u32>>,
+    /// The tokenizer / chat template the ids belong to.
+    pub tokenizer: Option<String>,
+    /// The model's reply as text.
+    pub response_text: Option<String>,
+    /// The model that answered.
+    pub model: Option<String>,
+    /// The request's sampling parameters.
+    pub sampling: Option<serde_json::Value>,
+    /// Why generation stopped.
+    pub finish_reason: Option<String>,
+    /// Why the reply was not a valid action, when it was not.
+    pub invalid: Option<String>,
+    /// Whether the context was cut to the token budget.
+    pub truncated_context: bool,
+}
 
 /// One edge of a rollout tree with its credit.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct AdvantageRecord {
-    /// Always [`RECORD_SCHEMA`].
+    /// [`RECORD_SCHEMA`] (or [`RECORD_SCHEMA_V1`] in a record read back).
     pub schema: String,
     /// The task.
     pub task: String,
+    /// The tree's id: a digest of its task, policy, strategy, seed and root
+    /// state (equal for the same tree exported twice, distinct across trees).
+    #[serde(default)]
+    pub tree_id: String,
     /// The edge's index in its tree.
     pub edge: usize,
+    /// The edge into the source node (`None` at the root).
+    #[serde(default)]
+    pub parent_edge: Option<usize>,
     /// Depth of the source node.
     pub depth: usize,
     /// Snapshot id of the source node (the state).
@@ -86,6 +139,12 @@ pub struct AdvantageRecord {
     pub interval: [f64; 2],
     /// Identical samples merged into this edge.
     pub n: u32,
+    /// Σn over the credited edges at the source: the samples drawn there.
+    #[serde(default)]
+    pub visits: u32,
+    /// `n / visits`: this edge's share of the samples at its state.
+    #[serde(default)]
+    pub weight: f64,
     /// Count-weighted leaves under the edge.
     pub leaves: u32,
     /// Sibling edges at the state (distinct actions).
@@ -93,6 +152,17 @@ pub struct AdvantageRecord {
     /// The GRPO advantage of the episode this edge starts, when the tree is an
     /// unbranched group (`independent` strategy) and the edge leaves the root.
     pub grpo: Option<f64>,
+    /// How the target ended, when it is a leaf.
+    #[serde(default)]
+    pub leaf: Option<RecordLeaf>,
+    /// The prompt of a token-level policy (`None` for discrete policies:
+    /// `observation`, `candidates` and `history` are their context).
+    #[serde(default)]
+    pub context: Option<RecordContext>,
+    /// The step advantage on every token of the action (VinePPO's mapping),
+    /// when the action has tokens.
+    #[serde(default)]
+    pub token_advantages: Option<Vec<f64>>,
 }
 
 /// A same-state preference pair: two sibling actions whose Q̂ differ by more
@@ -154,6 +224,7 @@ pub fn records(
         return Ok(Vec::new());
     };
     let segment = segment_advantages(tree, &credit, &inverse);
+    let id = tree_id(tree);
     let independent = tree.strategy.starts_with("independent");
     let root_edges: Vec<usize> = tree.nodes[0]
         .edges
@@ -182,13 +253,17 @@ pub fn records(
             .copied()
             .filter(|&e| inverse[tree.edges[e].to] != usize::MAX)
             .collect();
+        let visits: u32 = credit.edges[ci].iter().map(|ec| ec.n).sum();
         for (k, &e) in live.iter().enumerate() {
             let edge = &tree.edges[e];
             let ec = &credit.edges[ci][k];
+            let target = &tree.nodes[edge.to];
             out.push(AdvantageRecord {
                 schema: RECORD_SCHEMA.to_owned(),
                 task: tree.task.clone(),
+                tree_id: id.clone(),
                 edge: e,
+                parent_edge: node.parent_edge,
                 depth: node.depth,
                 state: node.snapshot.clone(),
                 next_state: tree.nodes[edge.to].snapshot.clone(),
@@ -212,15 +287,59 @@ pub fn records(
                 segment_advantage: segment[e],
                 interval: [ec.interval.0, ec.interval.1],
                 n: ec.n,
+                visits,
+                weight: if visits == 0 {
+                    0.0
+                } else {
+                    f64::from(ec.n) / f64::from(visits)
+                },
                 leaves: ec.leaves,
                 siblings: live.len(),
                 grpo: (independent && n == 0)
                     .then(|| root_edges.iter().position(|&r| r == e).map(|i| grpo[i]))
                     .flatten(),
+                leaf: target.leaf.as_ref().map(|l| RecordLeaf {
+                    reward: l.verdict.reward,
+                    success: l.verdict.success(),
+                    truncated: l.truncated,
+                    fault: target.fault.clone(),
+                }),
+                context: edge.generation.as_deref().map(|g| RecordContext {
+                    messages: g.messages.clone(),
+                    prompt_ids: g.prompt_ids.clone(),
+                    tokenizer: g.tokenizer.clone(),
+                    response_text: g.text.clone(),
+                    model: g.model.clone(),
+                    sampling: g.sampling.clone(),
+                    finish_reason: g.finish_reason.clone(),
+                    invalid: g.invalid.clone(),
+                    truncated_context: g.truncated_context,
+                }),
+                token_advantages: edge
+                    .tokens
+                    .as_ref()
+                    .map(|t| vec![ec.step_advantage; t.ids.len()]),
             });
         }
     }
     Ok(out)
+}
+
+/// A tree's id: the first 16 bytes (hex) of a BLAKE3 digest of its task,
+/// policy, strategy, seed and root snapshot.
+pub fn tree_id(tree: &RolloutTree) -> String {
+    let mut h = blake3::Hasher::new();
+    for part in [
+        tree.task.as_str(),
+        tree.policy.as_str(),
+        tree.strategy.as_str(),
+        &tree.seed.to_string(),
+        tree.nodes.first().map_or("", |n| n.snapshot.as_str()),
+    ] {
+        h.update(&(part.len() as u64).to_le_bytes());
+        h.update(part.as_bytes());
+    }
+    h.finalize().to_hex()[..32].to_owned()
 }
 
 /// The segment advantage of every edge (indexed by edge id; 0 for edges
@@ -335,14 +454,36 @@ pub async fn stream_records(
     Ok(sent)
 }
 
-/// Check a record (as JSON) against [`RECORD_JSON_SCHEMA`].
+/// Check a record (as JSON) against the JSON Schema of the version its
+/// `schema` tag names ([`RECORD_JSON_SCHEMA`] or [`RECORD_JSON_SCHEMA_V1`]).
 ///
 /// # Errors
-/// The first violation, with its JSON path.
+/// An unknown tag, or the first violation, with its JSON path.
 pub fn validate_record(record: &serde_json::Value) -> Result<(), String> {
+    let text = match record.get("schema").and_then(serde_json::Value::as_str) {
+        Some(RECORD_SCHEMA) => RECORD_JSON_SCHEMA,
+        Some(RECORD_SCHEMA_V1) => RECORD_JSON_SCHEMA_V1,
+        Some(other) => {
+            return Err(format!(
+                "$.schema: {other:?} is not an advantage record version this build reads ({RECORD_SCHEMA}, {RECORD_SCHEMA_V1})"
+            ));
+        }
+        None => return Err("$: missing field \"schema\"".to_owned()),
+    };
     let schema: serde_json::Value =
-        serde_json::from_str(RECORD_JSON_SCHEMA).map_err(|e| format!("the schema itself: {e}"))?;
+        serde_json::from_str(text).map_err(|e| format!("the schema itself: {e}"))?;
     check(&schema, record, "$")
+}
+
+/// Read one advantage record from a JSON line: version 2, or version 1 (the
+/// fields version 2 added take their defaults).
+///
+/// # Errors
+/// Not JSON, an unknown schema tag, or a record that does not fit its schema.
+pub fn parse_record(line: &str) -> Result<AdvantageRecord, String> {
+    let v: serde_json::Value = serde_json::from_str(line).map_err(|e| e.to_string())?;
+    validate_record(&v)?;
+    serde_json::from_value(v).map_err(|e| e.to_string())
 }
 
 /// A small JSON Schema subset: `type` (string or list), `required`,

@@ -180,3 +180,107 @@ fn a_single_chain_has_zero_segment_advantage() {
     assert!(recs.iter().all(|r| r.segment_advantage == 0.0));
     assert_eq!(recs.len(), 2);
 }
+
+// The fields version 2 added, on the tree of the chain test above.
+#[test]
+fn version_2_records_carry_tree_id_parent_visits_weight_leaf_and_token_advantages() {
+    let mut t = Build::new("uniform:3:2")
+        .edge(0, 2)
+        .edge(1, 1)
+        .edge(2, 1)
+        .edge(2, 1)
+        .edge(0, 1)
+        .edge(5, 1)
+        .leaf(3, 1.0, false)
+        .leaf(4, 0.0, false)
+        .leaf(6, 0.0, false)
+        .0;
+    t.edges[2].tokens = Some(crate::policy::Tokens {
+        ids: vec![7, 8, 9],
+        log_probs: vec![-0.1, -0.2, -0.3],
+    });
+    t.edges[2].generation = Some(Box::new(crate::policy::Generation {
+        prompt_ids: Some(vec![1, 2]),
+        tokenizer: Some("tok".into()),
+        ..Default::default()
+    }));
+    let recs = records(&t, &CreditConfig::default()).unwrap();
+    let e = by_edge(&recs);
+    let id = tree_id(&t);
+    assert_eq!(id.len(), 32);
+    assert!(
+        recs.iter()
+            .all(|r| r.tree_id == id && r.schema == RECORD_SCHEMA)
+    );
+    let mut other = t.clone();
+    other.seed = 1;
+    assert_ne!(tree_id(&other), id, "a different tree gets a different id");
+    // At the root: e0 carries 2 samples, e4 one.
+    assert_eq!((e[&0].visits, e[&4].visits), (3, 3));
+    assert!((e[&0].weight - 2.0 / 3.0).abs() < 1e-12);
+    assert_eq!(e[&0].parent_edge, None);
+    assert_eq!(e[&2].parent_edge, Some(1));
+    assert_eq!((e[&2].visits, e[&2].weight), (2, 0.5));
+    assert_eq!(e[&1].leaf, None);
+    let leaf = e[&2].leaf.as_ref().unwrap();
+    assert_eq!(
+        (leaf.reward, leaf.success, leaf.truncated),
+        (Some(1.0), true, false)
+    );
+    assert_eq!(e[&3].leaf.as_ref().unwrap().reward, Some(0.0));
+    assert_eq!(e[&2].token_advantages, Some(vec![e[&2].step_advantage; 3]));
+    assert_eq!(e[&3].token_advantages, None);
+    let ctx = e[&2].context.as_ref().unwrap();
+    assert_eq!(ctx.prompt_ids, Some(vec![1, 2]));
+    assert!(e[&3].context.is_none());
+    for r in &recs {
+        validate_record(&serde_json::to_value(r).unwrap()).unwrap();
+    }
+}
+
+#[test]
+fn version_1_records_still_read_and_unknown_versions_are_refused() {
+    let t = Build::new("uniform:2:1")
+        .edge(0, 1)
+        .edge(0, 1)
+        .leaf(1, 1.0, false)
+        .leaf(2, 0.0, false)
+        .0;
+    let rec = records(&t, &CreditConfig::default()).unwrap().remove(0);
+    let mut obj = serde_json::to_value(&rec)
+        .unwrap()
+        .as_object()
+        .unwrap()
+        .clone();
+    for k in [
+        "tree_id",
+        "parent_edge",
+        "visits",
+        "weight",
+        "leaf",
+        "context",
+        "token_advantages",
+    ] {
+        obj.remove(k);
+    }
+    obj.insert("schema".into(), RECORD_SCHEMA_V1.into());
+    let line = |o: &serde_json::Map<String, serde_json::Value>| {
+        serde_json::Value::Object(o.clone()).to_string()
+    };
+    let back = parse_record(&line(&obj)).unwrap();
+    assert_eq!(back.schema, RECORD_SCHEMA_V1);
+    assert_eq!((back.q, back.edge, back.visits), (rec.q, rec.edge, 0));
+    assert!(back.context.is_none());
+    // The same object tagged version 2 lacks what version 2 requires.
+    obj.insert("schema".into(), RECORD_SCHEMA.into());
+    let e = parse_record(&line(&obj)).unwrap_err();
+    assert!(e.contains("missing field \"tree_id\""), "{e}");
+    obj.insert("schema".into(), "arbor.advantage-record/9".into());
+    let e = parse_record(&line(&obj)).unwrap_err();
+    assert!(e.contains("advantage-record/9"), "{e}");
+    // Positive control: the current record reads back whole.
+    assert_eq!(
+        parse_record(&serde_json::to_string(&rec).unwrap()).unwrap(),
+        rec
+    );
+}
