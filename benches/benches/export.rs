@@ -69,7 +69,7 @@ fn records(trees: usize, depth: usize) -> Vec<AdvantageRecord> {
                     leaves: 1,
                     siblings: WIDTH,
                     grpo: None,
-                    leaf: (k > 0 || d + 1 == depth).then(|| RecordLeaf {
+                    leaf: (k > 0 || d + 1 == depth).then_some(RecordLeaf {
                         reward: Some((k % 2) as f64),
                         success: k % 2 == 1,
                         truncated: false,
