@@ -62,6 +62,12 @@ pub enum Command {
         #[arg(long, requires = "image")]
         workdir: bool,
     },
+    /// Snapshot bundles: move snapshots between stores as one verified stream.
+    Bundle {
+        /// What to do.
+        #[command(subcommand)]
+        command: BundleCommand,
+    },
     /// Container images (OCI layout, oci-archive, docker-archive) as layer chains.
     Image {
         /// What to do.
@@ -720,6 +726,32 @@ pub struct ServeArgs {
     /// Seconds in-flight requests get to finish on SIGTERM.
     #[arg(long, value_name = "S", default_value_t = 10.0)]
     pub grace: f64,
+}
+
+/// Subcommands of `arbor bundle`.
+#[derive(Debug, Subcommand)]
+pub enum BundleCommand {
+    /// Write the closure of snapshots (their parent chains, layers, blobs,
+    /// session pages and images) as one bundle, each object and file once.
+    Export {
+        /// Snapshot ids, unique id prefixes, or tags (a tag travels with its snapshot).
+        #[arg(required = true, value_name = "SNAP")]
+        snapshots: Vec<String>,
+        /// The bundle file, or `-` for stdout. An existing file is left alone.
+        #[arg(long, value_name = "FILE|-")]
+        out: String,
+        /// Leave out everything these snapshots' closures hold: the
+        /// importing store must have them (repeatable).
+        #[arg(long, value_name = "BASE")]
+        since: Vec<String>,
+    },
+    /// Import a bundle: every byte is verified and nothing is stored unless
+    /// the whole bundle checks out; what this store has is skipped.
+    Import {
+        /// The bundle file, or `-` for stdin.
+        #[arg(value_name = "FILE|-")]
+        file: String,
+    },
 }
 
 /// Subcommands of `arbor image`.

@@ -7,6 +7,7 @@
 //! - [`steps`]: `import`, `exec`, `fanout` — running steps in forks.
 //! - [`history`]: `log`, `show`, `diff`, `checkout`, `replay` — reading states.
 //! - [`store`]: `ls`, `tag`, `rm`, `gc`, `fsck` — the store's records.
+//! - [`bundle`]: `bundle export`, `bundle import` — snapshots between stores.
 
 use std::collections::BTreeMap;
 
@@ -18,6 +19,7 @@ use crate::args::{Command, CreditArgs, CreditCommand};
 use crate::error::UsageError;
 use crate::output::note;
 
+mod bundle;
 mod history;
 mod images;
 mod steps;
@@ -58,6 +60,7 @@ pub fn run(ctx: &Ctx, command: Command) -> Result<i32> {
             image.as_deref().map(|i| (i, workdir)),
         ),
         Command::Image { command } => images::run(ctx, command),
+        Command::Bundle { command } => bundle::run(ctx, command),
         Command::Exec {
             snapshot,
             commit,

@@ -44,6 +44,7 @@
 #![deny(missing_docs)]
 
 pub mod asynchronous;
+pub mod bundle;
 mod cleanup;
 pub mod digest;
 pub mod image;

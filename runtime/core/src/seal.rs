@@ -218,7 +218,7 @@ impl Protocol {
 }
 
 /// `syncfs` the filesystem holding `dir`.
-fn syncfs(dir: &Path) -> Result<(), StoreError> {
+pub(crate) fn syncfs(dir: &Path) -> Result<(), StoreError> {
     let f = File::open(dir).map_err(|source| StoreError::Io {
         op: "open for syncfs",
         path: dir.to_owned(),

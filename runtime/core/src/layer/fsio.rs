@@ -303,7 +303,7 @@ pub(super) fn set_owner_at(dir: impl AsFd, name: &str, uid: u32, gid: u32) -> Re
 /// Remove a directory tree that this module wrote, even where it holds
 /// directories without write permission (their modes are restored from the
 /// tree last). Symlinks are removed, never followed.
-pub(super) fn remove_tree(path: &Path) -> io::Result<()> {
+pub(crate) fn remove_tree(path: &Path) -> io::Result<()> {
     match std::fs::remove_dir_all(path) {
         Ok(()) => Ok(()),
         Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(()),

@@ -21,6 +21,7 @@ mod delta;
 mod fsio;
 mod materialize;
 mod merge;
+mod rebuild;
 mod scan;
 mod untar;
 mod writer;
@@ -28,8 +29,10 @@ mod writer;
 use std::path::PathBuf;
 
 pub use delta::write_delta_layer;
+pub(crate) use fsio::remove_tree;
 pub use materialize::{MaterializeOptions, materialize, squash};
 pub use merge::{Diff, MergedView, diff, merge, merge_layers, read_layer_file};
+pub use rebuild::{ContentSource, LayerFiles, carriable, rebuild_layer};
 pub(crate) use scan::is_opaque;
 pub use scan::{dir_size, tree_of_dir};
 pub use untar::{ArchiveProblem, UntarLimits, UntarReport, clean_archive_path, untar_layer};

@@ -506,6 +506,22 @@ impl Store {
         Ok(bytes)
     }
 
+    /// The whole verified file of object `id`, header and payload, and its
+    /// kind: what a bundle carries.
+    pub fn get_raw(&self, id: &ObjectId) -> Result<(ObjectKind, Vec<u8>)> {
+        let path = self.object_path(id);
+        let bytes = read_capped(&path, id)?;
+        let kind = check_object(id, &path, &bytes, None)?;
+        Ok((kind, bytes))
+    }
+
+    /// Check that `bytes` is a whole object file (header and payload) whose
+    /// id is `id`, and return its kind; `origin` names where the bytes came
+    /// from in errors.
+    pub fn check_raw(id: &ObjectId, bytes: &[u8], origin: &Path) -> Result<ObjectKind> {
+        check_object(id, origin, bytes, None)
+    }
+
     /// Store raw bytes as a blob.
     pub fn put_blob(&self, bytes: &[u8]) -> Result<ObjectId> {
         self.put(ObjectKind::Blob, bytes)
