@@ -18,7 +18,7 @@ TARGET_DIR := $(or $(CARGO_TARGET_DIR),target)
 export ARBOR_VERIFIER_SITE ?= $(abspath $(TARGET_DIR))/verifier-site
 export ARBOR_UPSTREAM_SDISTS ?= $(abspath $(TARGET_DIR))/upstream-sdists
 
-.PHONY: demo test test-unprivileged bench prerequisites experiment experiment-credit
+.PHONY: demo test test-unprivileged bench bench-llm prerequisites experiment experiment-credit
 
 heading = @printf '\n\033[1m==> %s\033[0m\n' "$(1)"
 
@@ -69,6 +69,14 @@ test: prerequisites
 test-unprivileged: prerequisites
 	$(call heading,[7/7] the test binaries as an unprivileged user)
 	@.ci/test-unprivileged
+
+# The LLM policy's throughput at concurrency 1, 8, 32 against a local model
+# server (benches/llm_policy.py): target/arbor-bench/llm-policy.{md,json,svg}.
+bench-llm: prerequisites
+	$(call heading,cargo build --release -p arbor -p arbor-runtime --bins)
+	$(CARGO) build --release -p arbor -p arbor-runtime --bins
+	$(call heading,benches/llm_policy.py (openai: policy, branched tree, local server))
+	.venv/bin/python benches/llm_policy.py --arbor $(abspath $(TARGET_DIR))/release/arbor
 
 # Criterion benches (benches/); the README's performance figures come from here.
 # compare (the alternatives side by side) writes target/arbor-bench/compare.md,

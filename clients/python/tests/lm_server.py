@@ -17,14 +17,20 @@ locally with ``tokenizers``: no hub downloads) and speaks the subset of the API 
 
 Each reported log-probability is that of the distribution the token was sampled from,
 ``log_softmax(logits / temperature)``; nucleus truncation (``top_p < 1``) changes what can be
-sampled but is not reflected in the reported value (use ``top_p = 1`` to compare exactly).
+sampled but is not reflected in the reported value (use ``top_p = 1`` to compare exactly), and
+``temperature = 0`` samples greedily and reports ``log_softmax(logits)``.
 Generation stops at ``<|end|>`` (``finish_reason: stop``; the end token is part of
 ``token_ids`` and ``logprobs``, as vLLM includes the EOS token) or after ``max_tokens``
 (``length``). ``content`` is ``decode(token_ids, skip_special_tokens=True)``. A random model
 writes no tool calls: Arbor records its replies as invalid actions, which is the point.
 
-Run: ``python lm_server.py --model DIR [--host 127.0.0.1] [--port 0] [--build-from DIR]``;
-prints ``lm_server: listening on http://HOST:PORT/v1`` when ready.
+For tests of the client: ``--max-n N`` answers at most ``N`` choices per request, as a server
+that ignores ``n`` does (``transformers serve``), and ``--log-requests FILE`` appends every
+chat-completions body as it arrived, one JSON object per line.
+
+Run: ``python lm_server.py --model DIR [--host 127.0.0.1] [--port 0] [--build-from DIR]
+[--max-n N] [--log-requests FILE]``; prints ``lm_server: listening on http://HOST:PORT/v1`` when
+ready.
 """
 
 from __future__ import annotations
@@ -32,6 +38,7 @@ from __future__ import annotations
 import argparse
 import copy
 import hashlib
+import inspect
 import json
 import os
 import sys
@@ -159,6 +166,14 @@ class Engine:
         self.revision = digest.hexdigest()[:16]
         self.lock = threading.Lock()
         self.limit = self.model.config.max_position_embeddings
+        # transformers 5.25 renamed `past_key_values` to `cache` (the old name warns until 5.40).
+        self.cache_kw = "cache" if "cache" in inspect.signature(self.model.forward).parameters else "past_key_values"
+
+    @staticmethod
+    def _cache(out: Any) -> Any:
+        """The KV cache of a forward pass's output, under either name."""
+        cache = getattr(out, "cache", None)
+        return cache if cache is not None else out.past_key_values
 
     def prompt_ids(self, messages: Sequence[dict[str, Any]], tools: Sequence[dict[str, Any]] | None) -> list[int]:
         return self.tokenizer.encode(render(messages, tools), add_special_tokens=False)
@@ -183,7 +198,7 @@ class Engine:
             out = []
             for i in range(n):
                 gen = torch.Generator().manual_seed((seed * 1_000_003 + i) % (2**63))
-                past = copy.deepcopy(first.past_key_values)
+                past = copy.deepcopy(self._cache(first))
                 logits = first.logits[0, -1]
                 ids: list[int] = []
                 lps: list[float] = []
@@ -211,8 +226,8 @@ class Engine:
                     if tok == self.end_id:
                         finish = "stop"
                         break
-                    step = self.model(input_ids=torch.tensor([[tok]]), past_key_values=past, use_cache=True)
-                    past = step.past_key_values
+                    step = self.model(input_ids=torch.tensor([[tok]]), use_cache=True, **{self.cache_kw: past})
+                    past = self._cache(step)
                     logits = step.logits[0, -1]
                 out.append({"ids": ids, "logprobs": lps, "tops": tops, "finish": finish})
             return out
@@ -227,8 +242,8 @@ def _number(body: dict[str, Any], key: str, default: float, lo: float, hi: float
     return float(v)
 
 
-def complete(engine: Engine, body: dict[str, Any]) -> dict[str, Any]:
-    """One chat-completions request."""
+def complete(engine: Engine, body: dict[str, Any], *, max_n: int = 0) -> dict[str, Any]:
+    """One chat-completions request (at most ``max_n`` choices when it is positive)."""
     messages = body.get("messages")
     if not isinstance(messages, list) or not messages:
         raise BadRequest("`messages` must be a non-empty list")
@@ -239,6 +254,8 @@ def complete(engine: Engine, body: dict[str, Any]) -> dict[str, Any]:
     if tools is not None and not isinstance(tools, list):
         raise BadRequest("`tools` must be a list")
     n = int(_number(body, "n", 1, 1, 64))
+    if max_n > 0:
+        n = min(n, max_n)
     max_tokens = int(_number(body, "max_tokens", 64, 1, 4096))
     temperature = _number(body, "temperature", 1.0, 0.0, 10.0)
     top_p = _number(body, "top_p", 1.0, 1e-6, 1.0)
@@ -290,8 +307,38 @@ def complete(engine: Engine, body: dict[str, Any]) -> dict[str, Any]:
     return resp
 
 
-def make_server(engine: Engine, host: str = "127.0.0.1", port: int = 0) -> ThreadingHTTPServer:
-    """The HTTP server (not yet serving)."""
+class Server(ThreadingHTTPServer):
+    """The HTTP server, with the chat-completions bodies it received when asked to keep them."""
+
+    daemon_threads = True
+    requests: list[dict[str, Any]] | None
+    """Every chat-completions body as it arrived (``None``: not kept)."""
+
+
+def make_server(
+    engine: Engine,
+    host: str = "127.0.0.1",
+    port: int = 0,
+    *,
+    max_n: int = 0,
+    keep_requests: bool = False,
+    log_requests: Path | None = None,
+) -> Server:
+    """The HTTP server (not yet serving).
+
+    ``max_n`` > 0 answers at most that many choices per request; ``keep_requests`` keeps every
+    chat-completions body in ``server.requests``; ``log_requests`` appends each to that file as a
+    JSON line.
+    """
+    log_lock = threading.Lock()
+
+    def record(body: dict[str, Any]) -> None:
+        with log_lock:
+            if server.requests is not None:
+                server.requests.append(body)
+            if log_requests is not None:
+                with open(log_requests, "a") as f:
+                    f.write(json.dumps(body) + "\n")
 
     class Handler(BaseHTTPRequestHandler):
         protocol_version = "HTTP/1.1"
@@ -329,13 +376,16 @@ def make_server(engine: Engine, host: str = "127.0.0.1", port: int = 0) -> Threa
                 body = json.loads(raw)
                 if not isinstance(body, dict):
                     raise BadRequest("the body must be a JSON object")
-                self.reply(200, complete(engine, body))
+                record(body)
+                self.reply(200, complete(engine, body, max_n=max_n))
             except json.JSONDecodeError as e:
                 self.error(400, f"the body is not JSON: {e}")
             except BadRequest as e:
                 self.error(400, str(e))
 
-    return ThreadingHTTPServer((host, port), Handler)
+    server = Server((host, port), Handler)
+    server.requests = [] if keep_requests else None
+    return server
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -345,13 +395,15 @@ def main(argv: Sequence[str] | None = None) -> int:
     ap.add_argument("--port", type=int, default=0)
     ap.add_argument("--build-from", type=Path, help="train the tokenizer on these task files and build the model")
     ap.add_argument("--threads", type=int, default=0, help="torch threads (0: torch's default)")
+    ap.add_argument("--max-n", type=int, default=0, help="at most N choices per request (0: as asked)")
+    ap.add_argument("--log-requests", type=Path, help="append every chat-completions body to this file")
     args = ap.parse_args(argv)
     if args.threads:
         torch.set_num_threads(args.threads)
     if args.build_from:
         build_model(args.model, task_texts(args.build_from))
     engine = Engine(args.model)
-    server = make_server(engine, args.host, args.port)
+    server = make_server(engine, args.host, args.port, max_n=args.max_n, log_requests=args.log_requests)
     host, port = server.server_address[:2]
     print(f"lm_server: listening on http://{host}:{port}/v1", flush=True)
     try:

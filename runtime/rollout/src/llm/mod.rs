@@ -452,7 +452,8 @@ impl AsyncPolicy for OpenAiPolicy {
             while out.len() < n {
                 let want = n - out.len();
                 let (resp, sampling) = self
-                    .request(&messages, want, seed.wrapping_add(round))
+                    // Each round its own seed on the wire, which keeps the top 31 bits.
+                    .request(&messages, want, seed.wrapping_add(round << 33))
                     .await?;
                 let choices = resp
                     .get("choices")
