@@ -18,7 +18,7 @@ TARGET_DIR := $(or $(CARGO_TARGET_DIR),target)
 export ARBOR_VERIFIER_SITE ?= $(abspath $(TARGET_DIR))/verifier-site
 export ARBOR_UPSTREAM_SDISTS ?= $(abspath $(TARGET_DIR))/upstream-sdists
 
-.PHONY: demo test test-unprivileged bench bench-llm prerequisites experiment experiment-credit
+.PHONY: demo test test-unprivileged bench bench-llm bench-bundle prerequisites experiment experiment-credit
 
 heading = @printf '\n\033[1m==> %s\033[0m\n' "$(1)"
 
@@ -77,6 +77,14 @@ bench-llm: prerequisites
 	$(CARGO) build --release -p arbor -p arbor-runtime --bins
 	$(call heading,benches/llm_policy.py (openai: policy, branched tree, local server))
 	.venv/bin/python benches/llm_policy.py --arbor $(abspath $(TARGET_DIR))/release/arbor
+
+# Bundle export/import throughput and incremental size (benches/bundle.py):
+# target/arbor-bench/bundle.{md,json}.
+bench-bundle: prerequisites
+	$(call heading,cargo build --release -p arbor -p arbor-runtime --bins)
+	$(CARGO) build --release -p arbor -p arbor-runtime --bins
+	$(call heading,benches/bundle.py (whole arbor processes))
+	.venv/bin/python benches/bundle.py --arbor $(abspath $(TARGET_DIR))/release/arbor
 
 # Criterion benches (benches/); the README's performance figures come from here.
 # compare (the alternatives side by side) writes target/arbor-bench/compare.md,
