@@ -35,18 +35,22 @@ SKYRL_WHEEL_DIR = REPO / ".venv" / "wheels"
 AGENT = textwrap.dedent(
     r'''
     """A random agent with byte-level token fields (the test's stand-in for an LLM client)."""
-    import hashlib, json, math, sys
+    import fcntl, hashlib, json, math, sys
 
     req = json.load(sys.stdin)
     prompt = req["prompt"].encode()[-256:]
     # Deterministic per state, different across states.
     h = int(hashlib.sha256(req["prompt"].encode() + str(len(req["history"])).encode()).hexdigest(), 16)
-    counter_file = sys.argv[1]
-    try:
-        k = int(open(counter_file).read())
-    except OSError:
-        k = 0
-    open(counter_file, "w").write(str(k + 1))
+    # The k-th ask at this state (paths run concurrently: one counter per state, under a lock), so
+    # siblings at a branch point pick different candidates whatever else is in flight.
+    counter_file = f"{sys.argv[1]}-{h % 10**12}"
+    with open(sys.argv[1] + ".lock", "a") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        try:
+            k = int(open(counter_file).read())
+        except OSError:
+            k = 0
+        open(counter_file, "w").write(str(k + 1))
     n = len(req["candidates"])
     i = (h + k) % n
     text = json.dumps(req["candidates"][i]).encode()
