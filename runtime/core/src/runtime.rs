@@ -267,10 +267,7 @@ impl Runtime {
         if let OwnerMode::Root { .. } = store.mode() {
             make_traversable(&store)?;
         }
-        let owners = match store.mode() {
-            OwnerMode::Root { uid_base } => OwnerMap::Root { uid_base },
-            OwnerMode::Rootless => OwnerMap::current_user(),
-        };
+        let owners = OwnerMap::for_store(store.mode());
         let backend = match options.workspace {
             WorkspaceChoice::Force(b) => Some(b),
             WorkspaceChoice::Auto => {

@@ -14,7 +14,7 @@ use super::{
 };
 use crate::layer::{self, LayerFiles, OwnerMap};
 use crate::store::object::{EntryKind, LayerId, ObjectId, ObjectKind, SnapshotId, Tree};
-use crate::store::{MAX_OBJECT_SIZE, OBJECT_HEADER_LEN, OwnerMode, Store, fsync_dir};
+use crate::store::{MAX_OBJECT_SIZE, OBJECT_HEADER_LEN, Store, fsync_dir};
 
 /// What [`import`] did.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize)]
@@ -185,10 +185,7 @@ struct Staged {
 /// already are verified in the bundle and skipped. Named tags of the roots
 /// are set where the name is free.
 pub fn import(store: &Store, input: impl Read) -> Result<ImportReport> {
-    let owners = match store.mode() {
-        OwnerMode::Root { uid_base } => OwnerMap::Root { uid_base },
-        OwnerMode::Rootless => OwnerMap::current_user(),
-    };
+    let owners = OwnerMap::for_store(store.mode());
     let mut input = In {
         inner: input,
         hasher: blake3::Hasher::new(),

@@ -34,7 +34,7 @@ use serde::{Deserialize, Serialize};
 pub use import::{ImportReport, import};
 
 use crate::layer::{self, LayerError, LayerFiles};
-use crate::store::object::{EntryKind, LayerId, ObjectId, ObjectKind, SnapshotId};
+use crate::store::object::{EntryKind, LayerId, ObjectId, SnapshotId};
 use crate::store::{Store, StoreError};
 
 /// The first 8 bytes of every bundle.
@@ -398,15 +398,9 @@ pub fn export(
         out.frame(LAYER, &[&l.0])?;
         rep.layers += 1;
     }
-    // Blobs, pages, images first; manifests last, each after what it names.
-    let mut manifests = Vec::new();
-    for o in &all.objects {
-        match store.object_kind(o)? {
-            ObjectKind::Manifest | ObjectKind::WasmManifest => manifests.push(*o),
-            _ => send_object(&mut out, o, &mut rep)?,
-        }
-    }
-    for o in manifests.iter().chain(&all.snapshots) {
+    // Blobs, pages, images (what snapshots reference is never a manifest),
+    // then the manifests, oldest first, each after what it names.
+    for o in all.objects.iter().chain(&all.snapshots) {
         send_object(&mut out, o, &mut rep)?;
     }
     let trailer = Trailer {

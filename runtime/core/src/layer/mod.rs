@@ -77,6 +77,14 @@ impl OwnerMap {
         }
     }
 
+    /// The map for a store written in `mode` by this process's user.
+    pub fn for_store(mode: crate::store::OwnerMode) -> Self {
+        match mode {
+            crate::store::OwnerMode::Root { uid_base } => Self::Root { uid_base },
+            crate::store::OwnerMode::Rootless => Self::current_user(),
+        }
+    }
+
     /// Translate a host owner into the owner seen inside the sandbox.
     pub fn to_sandbox(&self, host_uid: u32, host_gid: u32) -> (u32, u32) {
         match *self {
