@@ -112,7 +112,7 @@ fn pip_installs_through_the_allowlist_and_nothing_else_gets_out() {
     );
     assert!(o.stdout_text().contains("403"), "{}", o.stdout_text());
     // An IP literal (even one of the allowed hosts' addresses) is refused.
-    let connect_ip = "import socket\ns = socket.create_connection(('127.0.0.1', 3128), 5)\ns.sendall(b'CONNECT 151.101.0.223:443 HTTP/1.1\\r\\nHost: x\\r\\n\\r\\n')\nprint(s.recv(200).split(b'\\r\\n')[0].decode())\n";
+    let connect_ip = "import socket\ns = socket.create_connection(('127.0.0.1', 3128), 5)\ns.sendall(b'CONNECT 151.101.0.223:443 HTTP/1.1\\r\\nHost: x\\r\\n\\r\\n')\nb = b''\nwhile b'\\r\\n' not in b:\n    c = s.recv(200)\n    if not c: break\n    b += c\nprint(b.split(b'\\r\\n')[0].decode())\n";
     sb.write_file("ip.py", connect_ip.as_bytes(), 0o644)
         .unwrap();
     let o = run(&mut sb, "python3 ip.py");

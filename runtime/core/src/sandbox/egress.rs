@@ -161,12 +161,15 @@ impl Drop for EgressProxy {
     }
 }
 
+/// Send a whole response in one write: `write!` on an unbuffered stream
+/// writes each formatted piece separately, so a client's first `recv` could
+/// see only `HTTP/1.1 ` (CI saw exactly that).
 fn respond(conn: &mut UnixStream, status: &str, text: &str) {
-    let _ = write!(
-        conn,
+    let head = format!(
         "HTTP/1.1 {status}\r\nContent-Type: text/plain\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{text}",
         text.len()
     );
+    let _ = conn.write_all(head.as_bytes());
 }
 
 /// Read the request head (up to a blank line, at most 16 KiB).
