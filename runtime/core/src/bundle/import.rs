@@ -522,7 +522,12 @@ fn install(
     for fan in &fans {
         fsync_dir(fan)?;
     }
-    // 4. the index, then the tags.
+    // 4. before anything is listed: every snapshot's closure is here. A
+    // bundle's digest is not a signature, so one that leaves out what a
+    // manifest names (rewritten with matching counts) stops here, its
+    // manifests unlisted garbage for gc.
+    check_complete(store, &staged.snapshots)?;
+    // 5. the index, then the tags.
     for id in &staged.snapshots {
         if !store.is_listed(id) {
             store.list_snapshot(id)?;
@@ -537,6 +542,40 @@ fn install(
             None => {
                 store.set_tag(name, &root.id)?;
                 rep.tags_set.push(name.clone());
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Every snapshot in `snapshots` has its parent listed here (or among
+/// `snapshots`), and every object and layer directory it names.
+fn check_complete(store: &Store, snapshots: &[SnapshotId]) -> Result<()> {
+    let incomplete = |snap: &SnapshotId, what: String| BundleError::Incomplete {
+        snapshot: *snap,
+        what,
+    };
+    for id in snapshots {
+        let refs = store.snapshot_refs(id)?;
+        if let Some(p) = refs.parent
+            && !snapshots.contains(&p)
+            && !store.is_listed(&p)
+        {
+            return Err(incomplete(id, format!("its parent snapshot {p}")));
+        }
+        for o in refs
+            .objects
+            .iter()
+            .chain(&refs.layers)
+            .chain(&refs.delta_layers)
+        {
+            if !store.has_object(o) {
+                return Err(incomplete(id, format!("object {o}")));
+            }
+        }
+        for l in &refs.layers {
+            if !store.layer_dir(l).is_dir() {
+                return Err(incomplete(id, format!("the directory of layer {l}")));
             }
         }
     }

@@ -91,6 +91,14 @@ pub enum BundleError {
         /// The first thing of theirs this store lacks.
         missing: String,
     },
+    /// A snapshot arrived without something its manifest names.
+    #[error("snapshot {snapshot} arrived without {what}, which it names: nothing was listed")]
+    Incomplete {
+        /// The snapshot.
+        snapshot: SnapshotId,
+        /// What it lacks.
+        what: String,
+    },
     /// A layer's file content is neither in the bundle nor in this store.
     #[error(
         "layer {layer}: the content of {path:?} ({hash}) is neither in the bundle nor in this store"

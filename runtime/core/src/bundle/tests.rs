@@ -329,3 +329,61 @@ fn a_damaged_source_store_fails_the_export() {
         "{err}"
     );
 }
+
+/// `bytes` with only the frames `keep` keeps, and a fresh end frame whose
+/// counts and digest match what is left (what a forger would write).
+fn reframe(bytes: &[u8], keep: impl Fn(u8, &[u8]) -> bool) -> Vec<u8> {
+    let fr = frames(bytes);
+    let mut out = bytes[..PREAMBLE].to_vec();
+    let mut counts = (0u64, 0u64, 0u64);
+    for (i, (at, kind)) in fr.iter().enumerate() {
+        let end = fr.get(i + 1).map_or(bytes.len(), |n| n.0);
+        if *kind == END || !keep(*kind, &bytes[at + 9..end]) {
+            continue;
+        }
+        match *kind {
+            OBJECT => counts.0 += 1,
+            CONTENT => counts.1 += 1,
+            LAYER => counts.2 += 1,
+            _ => {}
+        }
+        out.extend_from_slice(&bytes[*at..end]);
+    }
+    let t = Trailer {
+        objects: counts.0,
+        contents: counts.1,
+        layers: counts.2,
+        digest: blake3::hash(&out).to_hex().to_string(),
+    };
+    let j = json(&t);
+    out.push(END);
+    out.extend_from_slice(&(j.len() as u64).to_le_bytes());
+    out.extend_from_slice(&j);
+    out
+}
+
+#[test]
+fn a_forged_bundle_without_what_its_manifest_names_lists_nothing() {
+    let p = pair();
+    let snap = p.from.import(&p.src, Some("f")).unwrap();
+    let (bytes, _) = bundle(p.from.store(), &[root(snap.id(), Some("f"))], &[]);
+    let layers = p.from.store().snapshot_refs(snap.id()).unwrap().layers;
+    assert_eq!(layers.len(), 1);
+    // Positive control for the forger: a reframe that keeps everything imports.
+    let same = reframe(&bytes, |_, _| true);
+    assert_eq!(same, bytes);
+    // The layer (its tree and its rebuild frame) left out, counts and digest redone.
+    let forged = reframe(&bytes, |kind, payload| {
+        kind != LAYER && !(kind == OBJECT && payload[..32] == layers[0].0)
+    });
+    let err = import(p.to.store(), &forged[..]).unwrap_err();
+    assert!(matches!(err, BundleError::Incomplete { .. }), "{err}");
+    assert!(err.to_string().contains(&layers[0].to_hex()), "{err}");
+    assert!(!p.to.store().is_listed(snap.id()));
+    assert_eq!(p.to.store().get_tag("f").unwrap(), None);
+    assert!(p.to.store().snapshots().unwrap().is_empty());
+    // The intact bundle still goes in over what the forgery left.
+    import(p.to.store(), &bytes[..]).unwrap();
+    assert!(p.to.store().is_listed(snap.id()));
+    assert!(p.to.store().fsck().unwrap().is_clean());
+}
