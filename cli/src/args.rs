@@ -68,6 +68,31 @@ pub enum Command {
         #[command(subcommand)]
         command: BundleCommand,
     },
+    /// Remotes: S3-compatible object stores snapshots are pushed to and
+    /// pulled from (credentials from AWS_ACCESS_KEY_ID / AWS_SECRET_ACCESS_KEY).
+    Remote {
+        /// What to do.
+        #[command(subcommand)]
+        command: RemoteCommand,
+    },
+    /// Upload snapshots (and their parent chains) to a remote: only what it
+    /// lacks is sent, and a snapshot appears there only once all of it has.
+    Push {
+        /// The remote's name (see `arbor remote list`).
+        remote: String,
+        /// Snapshot ids, unique id prefixes, or tags (a tag is pushed with its snapshot).
+        #[arg(required = true, value_name = "SNAP")]
+        snapshots: Vec<String>,
+    },
+    /// Download snapshots from a remote: every byte is verified and nothing
+    /// is stored unless all of it checks out; what this store has is not fetched.
+    Pull {
+        /// The remote's name.
+        remote: String,
+        /// Full snapshot ids or tags on the remote.
+        #[arg(required = true, value_name = "SNAP|TAG")]
+        what: Vec<String>,
+    },
     /// Container images (OCI layout, oci-archive, docker-archive) as layer chains.
     Image {
         /// What to do.
@@ -751,6 +776,36 @@ pub enum BundleCommand {
         /// The bundle file, or `-` for stdin.
         #[arg(value_name = "FILE|-")]
         file: String,
+    },
+}
+
+/// Subcommands of `arbor remote`.
+#[derive(Debug, Subcommand)]
+pub enum RemoteCommand {
+    /// Add a remote: `arbor remote add origin s3://bucket/prefix --endpoint URL`.
+    Add {
+        /// Its name.
+        name: String,
+        /// `s3://bucket[/prefix]`.
+        url: String,
+        /// The S3 endpoint (`http://127.0.0.1:9000`) [default: AWS's].
+        #[arg(long, value_name = "URL")]
+        endpoint: Option<String>,
+        /// The region [default: $AWS_REGION, else us-east-1].
+        #[arg(long)]
+        region: Option<String>,
+    },
+    /// The remotes of this store.
+    List,
+    /// Forget a remote (what was pushed there stays).
+    Remove {
+        /// Its name.
+        name: String,
+    },
+    /// What a remote holds: pushed snapshots, tags, objects and bytes.
+    Show {
+        /// Its name.
+        name: String,
     },
 }
 

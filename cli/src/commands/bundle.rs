@@ -26,7 +26,7 @@ pub(super) fn run(ctx: &Ctx, command: BundleCommand) -> Result<i32> {
 }
 
 /// A snapshot argument as a bundle root: a tag name travels with it.
-fn root(ctx: &Ctx, what: &str) -> Result<BundleRoot> {
+pub(super) fn root(ctx: &Ctx, what: &str) -> Result<BundleRoot> {
     let id = ctx.store().resolve(what)?;
     let tag = ctx
         .store()
@@ -131,7 +131,14 @@ fn import(ctx: &Ctx, file: &str) -> Result<i32> {
     let r = bundle::import(ctx.store(), BufReader::with_capacity(1 << 20, input));
     bar.finish_and_clear();
     let rep: ImportReport = r.with_context(|| format!("import {file}"))?;
-    emit(ctx.json, &rep, || {
+    emit(ctx.json, &rep, || summary_import(&rep))?;
+    let _ = std::io::stdout().flush();
+    Ok(0)
+}
+
+/// What an import did, for people (also `arbor pull`'s summary).
+pub(super) fn summary_import(rep: &ImportReport) -> String {
+    {
         let mut s = String::new();
         for r in &rep.roots {
             s.push_str(&r.id.to_hex());
@@ -158,7 +165,5 @@ fn import(ctx: &Ctx, file: &str) -> Result<i32> {
             ));
         }
         s
-    })?;
-    let _ = std::io::stdout().flush();
-    Ok(0)
+    }
 }

@@ -8,6 +8,7 @@
 //! - [`history`]: `log`, `show`, `diff`, `checkout`, `replay` — reading states.
 //! - [`store`]: `ls`, `tag`, `rm`, `gc`, `fsck` — the store's records.
 //! - [`bundle`]: `bundle export`, `bundle import` — snapshots between stores.
+//! - [`remote`]: `remote add|list|remove|show`, `push`, `pull` — snapshots on S3.
 
 use std::collections::BTreeMap;
 
@@ -22,6 +23,7 @@ use crate::output::note;
 mod bundle;
 mod history;
 mod images;
+mod remote;
 mod steps;
 mod store;
 
@@ -61,6 +63,9 @@ pub fn run(ctx: &Ctx, command: Command) -> Result<i32> {
         ),
         Command::Image { command } => images::run(ctx, command),
         Command::Bundle { command } => bundle::run(ctx, command),
+        Command::Remote { command } => remote::run(ctx, command),
+        Command::Push { remote, snapshots } => remote::push(ctx, &remote, &snapshots),
+        Command::Pull { remote, what } => remote::pull(ctx, &remote, &what),
         Command::Exec {
             snapshot,
             commit,

@@ -50,6 +50,8 @@ pub mod digest;
 pub mod image;
 pub mod layer;
 pub mod parallel;
+#[cfg(feature = "remote")]
+pub mod remote;
 pub mod replay;
 mod runtime;
 pub mod sandbox;

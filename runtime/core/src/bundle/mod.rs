@@ -42,16 +42,16 @@ pub const MAGIC: [u8; 8] = *b"ARBORBDL";
 /// The bundle format this build writes and reads.
 pub const VERSION: u8 = 1;
 /// Length of the fixed preamble (magic, version, reserved zeros).
-const PREAMBLE: usize = 16;
+pub(crate) const PREAMBLE: usize = 16;
 /// Largest header or trailer frame.
 const MAX_JSON_FRAME: u64 = 64 << 20;
 
 /// Frame kinds.
-const HEADER: u8 = b'H';
-const OBJECT: u8 = b'O';
-const CONTENT: u8 = b'C';
-const LAYER: u8 = b'L';
-const END: u8 = b'E';
+pub(crate) const HEADER: u8 = b'H';
+pub(crate) const OBJECT: u8 = b'O';
+pub(crate) const CONTENT: u8 = b'C';
+pub(crate) const LAYER: u8 = b'L';
+pub(crate) const END: u8 = b'E';
 
 /// Errors of bundle export and import; each names what was wrong.
 #[derive(Debug, thiserror::Error)]
@@ -159,22 +159,22 @@ pub struct BundleRoot {
 
 /// The header frame.
 #[derive(Debug, Serialize, Deserialize)]
-struct Header {
-    roots: Vec<BundleRoot>,
+pub(crate) struct Header {
+    pub(crate) roots: Vec<BundleRoot>,
     /// The `--since` snapshots: the importer must have them.
-    since: Vec<SnapshotId>,
+    pub(crate) since: Vec<SnapshotId>,
     /// Their layers, whose files the bundle leaves out.
-    base_layers: Vec<LayerId>,
+    pub(crate) base_layers: Vec<LayerId>,
 }
 
 /// The end frame.
 #[derive(Debug, Serialize, Deserialize)]
-struct Trailer {
-    objects: u64,
-    contents: u64,
-    layers: u64,
+pub(crate) struct Trailer {
+    pub(crate) objects: u64,
+    pub(crate) contents: u64,
+    pub(crate) layers: u64,
     /// Hex blake3 of every byte of the bundle before the end frame.
-    digest: String,
+    pub(crate) digest: String,
 }
 
 /// What [`export`] wrote.
@@ -198,17 +198,17 @@ pub struct ExportReport {
 
 /// The closure of some snapshots, in the order a bundle sends it.
 #[derive(Default)]
-struct Closure {
-    snapshots: Vec<SnapshotId>,
+pub(crate) struct Closure {
+    pub(crate) snapshots: Vec<SnapshotId>,
     /// Layers, bottom of each chain first, each once.
-    layers: Vec<LayerId>,
+    pub(crate) layers: Vec<LayerId>,
     /// Every other object, each once.
-    objects: Vec<ObjectId>,
+    pub(crate) objects: Vec<ObjectId>,
 }
 
 impl Closure {
     /// Walk `roots` and their parent chains.
-    fn of(store: &Store, roots: &[SnapshotId]) -> Result<Self> {
+    pub(crate) fn of(store: &Store, roots: &[SnapshotId]) -> Result<Self> {
         let mut c = Closure::default();
         let mut seen_snap = HashSet::new();
         let mut seen_layer = HashSet::new();
@@ -244,28 +244,57 @@ impl Closure {
 }
 
 /// Wraps the output: counts and hashes every byte.
-struct Out<W: Write> {
-    inner: W,
-    hasher: blake3::Hasher,
-    bytes: u64,
+pub(crate) struct Out<W: Write> {
+    pub(crate) inner: W,
+    pub(crate) hasher: blake3::Hasher,
+    pub(crate) bytes: u64,
 }
 
 impl<W: Write> Out<W> {
-    fn put(&mut self, bytes: &[u8]) -> Result<()> {
+    pub(crate) fn new(inner: W) -> Self {
+        Self {
+            inner,
+            hasher: blake3::Hasher::new(),
+            bytes: 0,
+        }
+    }
+
+    /// The preamble and the header frame.
+    pub(crate) fn start(&mut self, header: &Header) -> Result<()> {
+        let mut preamble = [0u8; PREAMBLE];
+        preamble[..8].copy_from_slice(&MAGIC);
+        preamble[8] = VERSION;
+        self.put(&preamble)?;
+        self.frame(HEADER, &[&json(header)])
+    }
+
+    /// The end frame over everything written so far, then a flush.
+    pub(crate) fn finish(&mut self, objects: u64, contents: u64, layers: u64) -> Result<()> {
+        let trailer = Trailer {
+            objects,
+            contents,
+            layers,
+            digest: self.hasher.finalize().to_hex().to_string(),
+        };
+        self.frame(END, &[&json(&trailer)])?;
+        self.inner.flush().map_err(BundleError::Write)
+    }
+
+    pub(crate) fn put(&mut self, bytes: &[u8]) -> Result<()> {
         self.inner.write_all(bytes).map_err(BundleError::Write)?;
         self.hasher.update(bytes);
         self.bytes += bytes.len() as u64;
         Ok(())
     }
 
-    fn frame_head(&mut self, kind: u8, len: u64) -> Result<()> {
+    pub(crate) fn frame_head(&mut self, kind: u8, len: u64) -> Result<()> {
         let mut head = [0u8; 9];
         head[0] = kind;
         head[1..].copy_from_slice(&len.to_le_bytes());
         self.put(&head)
     }
 
-    fn frame(&mut self, kind: u8, parts: &[&[u8]]) -> Result<()> {
+    pub(crate) fn frame(&mut self, kind: u8, parts: &[&[u8]]) -> Result<()> {
         let len: usize = parts.iter().map(|p| p.len()).sum();
         self.frame_head(kind, len as u64)?;
         for p in parts {
@@ -308,21 +337,12 @@ pub fn export(
         }
     }
 
-    let mut out = Out {
-        inner: out,
-        hasher: blake3::Hasher::new(),
-        bytes: 0,
-    };
-    let mut preamble = [0u8; PREAMBLE];
-    preamble[..8].copy_from_slice(&MAGIC);
-    preamble[8] = VERSION;
-    out.put(&preamble)?;
-    let header = Header {
+    let mut out = Out::new(out);
+    out.start(&Header {
         roots: roots.to_vec(),
         since: since.to_vec(),
         base_layers: base.layers.clone(),
-    };
-    out.frame(HEADER, &[&json(&header)])?;
+    })?;
 
     let mut rep = ExportReport {
         roots: roots.to_vec(),
@@ -411,19 +431,12 @@ pub fn export(
     for o in all.objects.iter().chain(&all.snapshots) {
         send_object(&mut out, o, &mut rep)?;
     }
-    let trailer = Trailer {
-        objects: rep.objects,
-        contents: rep.contents,
-        layers: rep.layers,
-        digest: out.hasher.finalize().to_hex().to_string(),
-    };
-    out.frame(END, &[&json(&trailer)])?;
-    out.inner.flush().map_err(BundleError::Write)?;
+    out.finish(rep.objects, rep.contents, rep.layers)?;
     rep.bytes = out.bytes;
     Ok(rep)
 }
 
-fn json<T: Serialize>(v: &T) -> Vec<u8> {
+pub(crate) fn json<T: Serialize>(v: &T) -> Vec<u8> {
     // Plain data types: serialisation cannot fail.
     serde_json::to_vec(v).unwrap_or_default()
 }
