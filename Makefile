@@ -17,6 +17,8 @@ TARGET_DIR := $(or $(CARGO_TARGET_DIR),target)
 # verifier's compatibility test (.ci/prerequisites fills both).
 export ARBOR_VERIFIER_SITE ?= $(abspath $(TARGET_DIR))/verifier-site
 export ARBOR_UPSTREAM_SDISTS ?= $(abspath $(TARGET_DIR))/upstream-sdists
+# The S3-compatible server the remote tests start (.ci/prerequisites builds it).
+export ARBOR_S3_SERVER ?= $(abspath $(TARGET_DIR))/tools/bin/s3s-fs
 
 .PHONY: demo test test-unprivileged bench bench-llm bench-bundle prerequisites experiment experiment-credit
 

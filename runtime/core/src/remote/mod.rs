@@ -110,7 +110,7 @@ pub enum RemoteError {
         key: String,
         /// The object store's error.
         #[source]
-        source: object_store::Error,
+        source: Box<object_store::Error>,
     },
     /// What the remote sent failed the importer's checks.
     #[error("remote {remote}: what it sent fails verification, nothing was stored: {source}")]
@@ -119,7 +119,7 @@ pub enum RemoteError {
         remote: String,
         /// The importer's error.
         #[source]
-        source: BundleError,
+        source: Box<BundleError>,
     },
     /// A local file could not be read or written.
     #[error("{0}")]
@@ -129,7 +129,13 @@ pub enum RemoteError {
     Store(#[from] StoreError),
     /// Reading the local side of a closure failed.
     #[error(transparent)]
-    Bundle(#[from] BundleError),
+    Bundle(Box<BundleError>),
+}
+
+impl From<BundleError> for RemoteError {
+    fn from(e: BundleError) -> Self {
+        Self::Bundle(Box::new(e))
+    }
 }
 
 /// Result of remote operations.
@@ -319,7 +325,7 @@ impl Remote {
             remote: remote.clone(),
             op,
             key: key.clone(),
-            source,
+            source: Box::new(source),
         }
     }
 

@@ -94,7 +94,7 @@ pub(super) fn pull(
                 // The importer sees the stream fail; the cause is kept for
                 // the error this pull returns.
                 let msg = e.to_string();
-                if !matches!(e, RemoteError::Bundle(BundleError::Write(_))) {
+                if !matches!(&e, RemoteError::Bundle(b) if matches!(**b, BundleError::Write(_))) {
                     *failure2.lock().unwrap_or_else(|p| p.into_inner()) = Some(e);
                 }
                 let _ = tx.send(Err(io::Error::other(msg)));
@@ -114,7 +114,7 @@ pub(super) fn pull(
     }
     let import = report.map_err(|source| RemoteError::Verify {
         remote: remote.spec.name.clone(),
-        source,
+        source: Box::new(source),
     })?;
     Ok(PullReport {
         remote: remote.spec.name.clone(),
