@@ -52,6 +52,14 @@ impl RunningAction {
         }
     }
 
+    /// The shell's end as G reported it, once G has (G writes its report
+    /// before it exits, so a tree can have reported and not yet be reaped).
+    fn reported(&self) -> Option<ExitStatus> {
+        let report = &self.streams[3].data;
+        let first = report.split(|&b| b == b'\n').next()?;
+        parse_status(&String::from_utf8_lossy(first))
+    }
+
     /// How the tree ended: `killed` if the helper stopped it, else what G
     /// reported (the shell's status, then leftover processes).
     fn finish(self, killed: Option<ExitStatus>) -> Result<Finished> {
@@ -283,6 +291,11 @@ pub(super) fn supervise(
     }
     let peer = match peer {
         Some(p) => {
+            // The peer may have ended on its own (a crash) and reported it
+            // just before the main action ended, but not yet been reaped
+            // when the kill went out: what G reported then stands, and it
+            // was not stopped.
+            let peer_stopped = peer_stopped && p.reported().is_none();
             let stopped_by = peer_stopped.then_some(ExitStatus::Signal { signal: 9 });
             let f = p.finish(killed.or(stopped_by))?;
             Some(PeerResult {
