@@ -136,17 +136,23 @@ fn import(ctx: &Ctx, file: &str) -> Result<i32> {
     Ok(0)
 }
 
+/// One line per root snapshot: its id, and its tag in parentheses.
+pub(super) fn roots_text(roots: &[BundleRoot]) -> String {
+    let mut s = String::new();
+    for r in roots {
+        s.push_str(&r.id.to_hex());
+        if let Some(t) = &r.tag {
+            s.push_str(&format!(" ({t})"));
+        }
+        s.push('\n');
+    }
+    s
+}
+
 /// What an import did, for people (also `arbor pull`'s summary).
 pub(super) fn summary_import(rep: &ImportReport) -> String {
     {
-        let mut s = String::new();
-        for r in &rep.roots {
-            s.push_str(&r.id.to_hex());
-            if let Some(t) = &r.tag {
-                s.push_str(&format!(" ({t})"));
-            }
-            s.push('\n');
-        }
+        let mut s = roots_text(&rep.roots);
         s.push_str(&format!(
             "{} object{} new, {} already here; {} layer{} new, {} already here; {} snapshot{} listed; {}\n",
             rep.objects_new,

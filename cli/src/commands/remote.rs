@@ -103,14 +103,7 @@ pub(super) fn push(ctx: &Ctx, name: &str, snapshots: &[String]) -> Result<i32> {
     bar.finish_and_clear();
     let rep: PushReport = rep.with_context(|| format!("push to {name}"))?;
     emit(ctx.json, &rep, || {
-        let mut s = String::new();
-        for r in &rep.roots {
-            s.push_str(&r.id.to_hex());
-            if let Some(t) = &r.tag {
-                s.push_str(&format!(" ({t})"));
-            }
-            s.push('\n');
-        }
+        let mut s = super::bundle::roots_text(&rep.roots);
         s.push_str(&format!(
             "pushed {} snapshot{} to {name}: {} object{} and {} file content{} sent ({}), {} and {} already there\n",
             rep.snapshots,
