@@ -63,11 +63,10 @@ impl RunningAction {
     /// How the tree ended: `killed` if the helper stopped it, else what G
     /// reported (the shell's status, then leftover processes).
     fn finish(self, killed: Option<ExitStatus>) -> Result<Finished> {
+        let shell_status = self.reported();
         let [stdout, stderr, state, report] = self.streams;
         let report = String::from_utf8_lossy(&report.data).into_owned();
-        let mut lines = report.lines();
-        let shell_status = lines.next().and_then(parse_status);
-        let killed_background: Vec<String> = lines.map(str::to_owned).collect();
+        let killed_background: Vec<String> = report.lines().skip(1).map(str::to_owned).collect();
         let exit = match (killed, shell_status) {
             (Some(k), _) => k,
             (None, Some(s)) => s,
