@@ -9,11 +9,13 @@ every sandbox, then exits) and waits, killing it only if it outlives the wait.
 from __future__ import annotations
 
 import atexit
+import ctypes
 import os
 import re
 import shutil
 import signal
 import subprocess
+import sys
 import tempfile
 import time
 import weakref
@@ -34,6 +36,13 @@ def _stop_all() -> None:
     """At interpreter exit, stop the servers nobody stopped (a client left unclosed)."""
     for server in list(_RUNNING):
         server.stop()
+
+
+def _term_with_parent() -> None:
+    """In the child before exec: SIGTERM when the parent thread dies (Linux only)."""
+    if sys.platform.startswith("linux"):
+        pr_set_pdeathsig = 1
+        ctypes.CDLL(None, use_errno=True).prctl(pr_set_pdeathsig, signal.SIGTERM, 0, 0, 0)
 
 
 def find_binary(binary: str | os.PathLike[str] | None = None) -> str:
@@ -64,6 +73,9 @@ class LocalServer:
         args: More ``arbor serve`` flags (``["--max-sandboxes", "4"]``, ...).
         env: The child's environment (default: this process's).
         startup_timeout: Seconds to wait for the server to be ready.
+        die_with_parent: Have the kernel send the server SIGTERM when the thread that
+            started it dies (Linux ``PR_SET_PDEATHSIG``): a Ray node actor killed with its
+            node takes its server (and so its sandboxes) with it.
     """
 
     def __init__(
@@ -76,6 +88,7 @@ class LocalServer:
         args: Sequence[str] = (),
         env: dict[str, str] | None = None,
         startup_timeout: float = 60.0,
+        die_with_parent: bool = False,
     ) -> None:
         self.binary = find_binary(binary)
         home = home if home is not None else os.environ.get("ARBOR_HOME") or None
@@ -85,6 +98,7 @@ class LocalServer:
         self._args = list(args)
         self._env = env
         self._startup_timeout = startup_timeout
+        self._die_with_parent = die_with_parent
         self._dir: Path | None = None
         self._proc: subprocess.Popen[bytes] | None = None
         self.socket: Path | None = None
@@ -150,6 +164,7 @@ class LocalServer:
                 stdout=log,
                 stderr=log,
                 env=self._env,
+                preexec_fn=_term_with_parent if self._die_with_parent else None,
             )
         _RUNNING.add(self)
         try:
