@@ -20,7 +20,7 @@ export ARBOR_UPSTREAM_SDISTS ?= $(abspath $(TARGET_DIR))/upstream-sdists
 # The S3-compatible server the remote tests start (.ci/prerequisites builds it).
 export ARBOR_S3_SERVER ?= $(abspath $(TARGET_DIR))/tools/bin/s3s-fs
 
-.PHONY: demo test test-unprivileged bench bench-llm bench-bundle prerequisites experiment experiment-credit
+.PHONY: demo test test-unprivileged bench bench-llm bench-bundle bench-fleet prerequisites experiment experiment-credit
 
 heading = @printf '\n\033[1m==> %s\033[0m\n' "$(1)"
 
@@ -87,6 +87,14 @@ bench-bundle: prerequisites
 	$(CARGO) build --release -p arbor -p arbor-runtime --bins
 	$(call heading,benches/bundle.py (whole arbor processes))
 	.venv/bin/python benches/bundle.py --arbor $(abspath $(TARGET_DIR))/release/arbor
+
+# The rollout fleet on a local Ray cluster of 1 and 2 Arbor nodes (benches/fleet.py):
+# target/arbor-bench/fleet.{md,json}.
+bench-fleet: prerequisites
+	$(call heading,cargo build --release -p arbor -p arbor-runtime --bins)
+	$(CARGO) build --release -p arbor -p arbor-runtime --bins
+	$(call heading,benches/fleet.py (arbor.ray on ray.cluster_utils))
+	.venv/bin/python benches/fleet.py --arbor $(abspath $(TARGET_DIR))/release/arbor
 
 # Criterion benches (benches/); the README's performance figures come from here.
 # compare (the alternatives side by side) writes target/arbor-bench/compare.md,

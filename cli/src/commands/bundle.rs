@@ -151,25 +151,23 @@ pub(super) fn roots_text(roots: &[BundleRoot]) -> String {
 
 /// What an import did, for people (also `arbor pull`'s summary).
 pub(super) fn summary_import(rep: &ImportReport) -> String {
-    {
-        let mut s = roots_text(&rep.roots);
+    let mut s = roots_text(&rep.roots);
+    s.push_str(&format!(
+        "{} object{} new, {} already here; {} layer{} new, {} already here; {} snapshot{} listed; {}\n",
+        rep.objects_new,
+        plural(rep.objects_new as usize),
+        rep.objects_present,
+        rep.layers_new,
+        plural(rep.layers_new as usize),
+        rep.layers_present,
+        rep.snapshots_listed,
+        plural(rep.snapshots_listed as usize),
+        format_bytes(rep.bytes)
+    ));
+    for t in &rep.tags_conflicting {
         s.push_str(&format!(
-            "{} object{} new, {} already here; {} layer{} new, {} already here; {} snapshot{} listed; {}\n",
-            rep.objects_new,
-            plural(rep.objects_new as usize),
-            rep.objects_present,
-            rep.layers_new,
-            plural(rep.layers_new as usize),
-            rep.layers_present,
-            rep.snapshots_listed,
-            plural(rep.snapshots_listed as usize),
-            format_bytes(rep.bytes)
+            "tag {t} names another snapshot here: left alone\n"
         ));
-        for t in &rep.tags_conflicting {
-            s.push_str(&format!(
-                "tag {t} names another snapshot here: left alone\n"
-            ));
-        }
-        s
     }
+    s
 }

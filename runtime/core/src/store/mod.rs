@@ -28,6 +28,7 @@ mod gc;
 mod images;
 pub mod object;
 mod refs;
+#[cfg(feature = "remote")]
 pub(crate) use refs::validate_tag_name;
 pub mod wasm_refs;
 
