@@ -58,7 +58,7 @@ test: prerequisites
 	$(call heading,[5/7] arbor task validate envs/tasks (every bundled task: gold 1; no-op, mutants, single candidates, canaries 0))
 	@$(CARGO) test -q --workspace --no-run $(WASM)
 	@home=$$(mktemp -d) && trap 'rm -rf "$$home"' EXIT && $(TARGET_DIR)/debug/arbor --home "$$home" task validate envs/tasks
-	$(call heading,[6/7] pytest clients/python (the Python package against a real arbor serve: API, two tenants, bad input, adapters, gym, load test quick, schemathesis))
+	$(call heading,[6/7] pytest clients/python (the Python package against a real arbor serve: API, two tenants, bad input, adapters, gym, load test quick, schemathesis, the Ray fleet on 2 local nodes))
 	ARBOR_BIN=$(abspath $(TARGET_DIR))/debug/arbor ARBOR_REQUIRE_SERVER=1 .venv/bin/python -m pytest -q clients/python/tests
 	$(call heading,arbor links no libtorch (training is in arbor-train): .ci/check-no-torch with the venv hidden)
 	@.ci/check-no-torch
