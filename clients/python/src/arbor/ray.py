@@ -40,7 +40,7 @@ import random
 import subprocess
 import time
 from collections import deque
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any
@@ -198,10 +198,6 @@ class ArborNode:
         finally:
             sb.close(missing_ok=True)
 
-    def replay(self, snapshot: str, strict: bool = True) -> bool:
-        """Whether re-running the snapshot's chain reproduces it (``POST .../replay``)."""
-        return self.client.replay(snapshot, strict=strict).identical
-
     def import_dir(self, path: str, tag: str | None = None) -> str:
         """Import a directory as a snapshot; its id."""
         return self.client.import_dir(path, tag=tag).id
@@ -266,6 +262,7 @@ class _Node:
     offered: list[Action] = field(default_factory=list)
     chosen: int | None = None
     log_prob: float = 0.0
+    ends: bool = False
     holder: str | None = None
     sandbox: str | None = None
     state: str | None = None
@@ -297,6 +294,7 @@ class _Tree:
     seed: int
     detail: dict[str, Any]
     tree_id: str
+    horizon: int
     root: _Node = field(init=False)
     open: int = 1
 
@@ -368,7 +366,7 @@ class RolloutFleet:
                 f"no live Ray node offers the {SLOTS!r} resource (ray start --resources '{{\"{SLOTS}\": N}}')",
                 code="ray",
             )
-        self.info = {name: info for name, info in zip(self.nodes, ray.get([a.info.remote() for a in self.nodes.values()]))}
+        self.info = dict(zip(self.nodes, ray.get([a.info.remote() for a in self.nodes.values()]), strict=True))
         self.max_inflight = max_inflight or sum(self.slots.values())
         if self.max_inflight < 1:
             raise ValueError(f"max_inflight is at least 1, not {self.max_inflight}")
@@ -425,32 +423,30 @@ class RolloutFleet:
         """The behaviour policy at a state: the action, the offered set, its index, log μ."""
         gold: list[Action] = tree.detail["gold"]
         offered: list[Action] = []
-        seen: set[str] = set()
+        keys: list[str] = []
         for a in [*tree.detail["candidates"], *([gold[depth]] if depth < len(gold) else [])]:
-            if _key(a) not in seen:
-                seen.add(_key(a))
+            if _key(a) not in keys:
+                keys.append(_key(a))
                 offered.append(a)
         digest = hashlib.sha256(f"{tree.tree_id}:{path}:{depth}".encode()).digest()
         rng = random.Random(int.from_bytes(digest[:8], "big"))
         has_gold = depth < len(gold)
         action = gold[depth] if has_gold and rng.random() < self.gold_p else rng.choice(offered)
-        index = [_key(a) for a in offered].index(_key(action))
+        index = keys.index(_key(action))
         p_gold = self.gold_p if has_gold and _key(action) == _key(gold[depth]) else 0.0
         mu = p_gold + (1.0 - (self.gold_p if has_gold else 0.0)) / len(offered)
         return action, offered, index, math.log(mu)
 
-    def _plan(self, node: _Node, branch: int, depth: int, horizon: int) -> list[tuple[list[Action], bool]]:
+    def _plan(self, node: _Node, branch: int, depth: int) -> list[tuple[list[Action], bool]]:
         """Make ``node``'s children (their actions) and return the segments to run."""
-        segments: list[tuple[list[Action], bool]] = []
+        horizon = node.tree.horizon
         for c in range(branch):
             path = (*node.path, c)
             action, offered, index, log_mu = self._choose(node.tree, path, node.depth)
+            ends = len(path) >= min(depth, horizon)
             segment = [action]
-            leaf = len(path) >= depth
-            if leaf:
-                for d in range(len(path), horizon):
-                    segment.append(self._choose(node.tree, path, d)[0])
-            leaf = leaf or len(path) >= horizon
+            if ends:
+                segment += [self._choose(node.tree, path, d)[0] for d in range(len(path), horizon)]
             child = _Node(
                 tree=node.tree,
                 path=path,
@@ -459,10 +455,10 @@ class RolloutFleet:
                 offered=offered,
                 chosen=index,
                 log_prob=log_mu,
+                ends=ends,
             )
             node.children.append(child)
-            segments.append((segment, leaf))
-        return segments
+        return [(c.segment, c.ends) for c in node.children]
 
     def run(
         self,
@@ -508,7 +504,7 @@ class RolloutFleet:
                     continue
                 spent += cost
                 tid = hashlib.sha256(f"{task}:{seed + t}:{strategy}:{self.gold_p}".encode()).hexdigest()[:16]
-                trees.append(_Tree(task=task, seed=seed + t, detail=detail, tree_id=tid))
+                trees.append(_Tree(task=task, seed=seed + t, detail=detail, tree_id=tid, horizon=horizon))
         if not trees:
             raise ArborError(f"the budget of {budget} actions does not cover one tree", code="budget")
         self.trees = trees
@@ -564,11 +560,10 @@ class RolloutFleet:
                     waiting.append(tnode)
                     continue
                 tree = tnode.tree
-                horizon = min(len(tree.detail["gold"]), tree.detail["max_steps"])
                 if not tnode.children:
-                    segments = self._plan(tnode, branch, depth, horizon)
+                    segments = self._plan(tnode, branch, depth)
                 else:
-                    segments = [(c.segment, c.leaf or c.depth >= min(depth, horizon)) for c in tnode.children]
+                    segments = [(c.segment, c.ends) for c in tnode.children]
                 ref = self.nodes[target].expand.remote(tree.task, tnode.sandbox, tnode.chain, segments)
                 inflight[ref] = (tnode, target)
                 load[target] += 1
@@ -735,7 +730,3 @@ def _progress(show: bool, total: int) -> Any:
         return None
     return tqdm(total=total, unit="action", desc="fleet")
 
-
-def cluster_resources(slots: int) -> Mapping[str, float]:
-    """The resources to start an Arbor Ray node with (``ray start --resources``)."""
-    return {SLOTS: float(slots)}
