@@ -4,6 +4,11 @@
 //! - `100-files-1MB`: the small workspace;
 //! - `10000-files-200MB`: the large workspace (`1000-files-5MB` in quick mode).
 //!
+//! - `100-files-1MB-under-writes`: the small workspace while another process
+//!   writes 1 GB files without pause on the store's filesystem (`dd`, page
+//!   cache writeback competing with the snapshot's durability). Its samples'
+//!   median and p99 go to `<target>/arbor-bench/snapshot-under-writes.json`.
+//!
 //! Each iteration writes one new 100-byte file through `Sandbox::write_file`
 //! (untimed) and then times `Sandbox::snapshot()` alone. The figure of merit
 //! is the ratio large / small of the medians (target ≤ 1.5): a snapshot costs
@@ -11,6 +16,7 @@
 //! base snapshot every `REOPEN_EVERY` iterations (untimed), so the layer
 //! chain stays short and the same for both sizes.
 
+use std::os::unix::process::CommandExt;
 use std::path::Path;
 use std::time::{Duration, Instant};
 
@@ -84,6 +90,64 @@ impl Fixture {
     }
 }
 
+/// A process that writes 1 GB files one after another (buffered, as a
+/// build or a data loader would) on the filesystem of `dir` until dropped.
+struct Traffic(std::process::Child);
+
+impl Traffic {
+    fn start(dir: &Path) -> Self {
+        let file = dir.join("traffic.bin");
+        let script = format!(
+            "while :; do dd if=/dev/zero of='{}' bs=1M count=1024 status=none; rm -f '{}'; done",
+            file.display(),
+            file.display()
+        );
+        let child = std::process::Command::new("sh")
+            .args(["-c", &script])
+            .process_group(0)
+            .spawn()
+            .expect("start the writer");
+        // Let its dirty pages build up before the first sample.
+        std::thread::sleep(Duration::from_millis(500));
+        Self(child)
+    }
+}
+
+impl Drop for Traffic {
+    fn drop(&mut self) {
+        // The writer's own process group: sh and its dd.
+        let _ = std::process::Command::new("kill")
+            .args(["-KILL", "--", &format!("-{}", self.0.id())])
+            .status();
+        let _ = self.0.wait();
+    }
+}
+
+/// Median and p99 of `samples`, written with their count to `name`.json in
+/// the bench output directory.
+fn write_quantiles(name: &str, samples: &mut [Duration]) {
+    if samples.is_empty() {
+        return;
+    }
+    samples.sort();
+    let at = |q: f64| {
+        let i = ((samples.len() - 1) as f64 * q).round() as usize;
+        samples[i].as_secs_f64() * 1e3
+    };
+    let report = serde_json::json!({
+        "samples": samples.len(),
+        "median_ms": at(0.5),
+        "p99_ms": at(0.99),
+        "max_ms": at(1.0),
+    });
+    eprintln!("{name}: {report}");
+    if let Ok(dir) = arbor_benches::output_dir()
+        && std::fs::create_dir_all(&dir).is_ok()
+    {
+        let _ = std::fs::write(dir.join(format!("{name}.json")), report.to_string());
+    }
+}
+
 fn snapshot_after_small_change(c: &mut Criterion) {
     let workloads = Workloads::current();
     let mut group = GroupTiming::DEFAULT.group(c, "snapshot");
@@ -96,6 +160,34 @@ fn snapshot_after_small_change(c: &mut Criterion) {
         });
         drop(fixture);
     }
+    // The small workspace again, under another process's writes.
+    let spec = workloads.small;
+    let mut fixture: Option<(Fixture, Traffic)> = None;
+    let mut samples = Vec::new();
+    group.bench_function(
+        BenchmarkId::new(
+            "after_small_change",
+            format!("{}-under-writes", spec.label()),
+        ),
+        |b| {
+            let (fixture, _) = fixture.get_or_insert_with(|| {
+                let f = Fixture::new(&spec);
+                let traffic = Traffic::start(&f._env.scratch(""));
+                (f, traffic)
+            });
+            b.iter_custom(|iters| {
+                (0..iters)
+                    .map(|_| {
+                        let t = fixture.one_snapshot();
+                        samples.push(t);
+                        t
+                    })
+                    .sum()
+            });
+        },
+    );
+    drop(fixture);
+    write_quantiles("snapshot-under-writes", &mut samples);
     group.finish();
 }
 
