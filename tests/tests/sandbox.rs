@@ -536,3 +536,84 @@ fn files_the_agent_made_unreadable_are_still_snapshotted() {
     let f = t.runtime.store().fsck().unwrap();
     assert!(f.is_clean(), "{:?}", f.problems);
 }
+
+/// Group commit under concurrency: 8 sandboxes snapshot at once, round
+/// after round, sharing some objects and layers (the even ones do exactly
+/// the same thing, so they race to install the same layer) and not others.
+/// Every snapshot is listed with all it refers to, each chain reads back
+/// its own files, `fsck` is clean and no temp file is left.
+#[test]
+fn eight_concurrent_snapshotters_share_objects_and_leave_a_clean_store() {
+    let t = arbor_tests::runtime(helper());
+    let src = t.scratch("src");
+    arbor_tests::sample_workspace(&src);
+    let base = t.runtime.import(&src, None).unwrap();
+    let rounds = 4;
+    let finals: Vec<(usize, arbor_runtime::Snapshot)> = std::thread::scope(|s| {
+        let handles: Vec<_> = (0..8)
+            .map(|i| {
+                let base = &base;
+                s.spawn(move || {
+                    let mut sb = base.open().unwrap();
+                    let mut last = None;
+                    for r in 0..rounds {
+                        let who = if i % 2 == 0 { "even".to_owned() } else { format!("odd-{i}") };
+                        let obs = sb
+                            .exec(
+                                &format!("echo shared {r} > shared-{r}.txt && echo {who} {r} > mine-{r}.txt && cat mine-{r}.txt"),
+                                &opts(),
+                            )
+                            .unwrap();
+                        assert_eq!(obs.code(), Some(0), "{}", String::from_utf8_lossy(&obs.stderr));
+                        last = Some(sb.snapshot().unwrap());
+                    }
+                    (i, last.unwrap())
+                })
+            })
+            .collect();
+        handles.into_iter().map(|h| h.join().unwrap()).collect()
+    });
+    let store = t.runtime.store();
+    let listed = store.snapshots().unwrap();
+    for (i, snap) in &finals {
+        let chain = t.runtime.log(snap).unwrap();
+        assert_eq!(chain.len(), rounds + 1, "thread {i}");
+        for s in &chain {
+            assert!(
+                listed.contains(s.id()),
+                "thread {i}: {} is not listed",
+                s.id()
+            );
+        }
+        let mut sb = snap.open().unwrap();
+        let who = if i % 2 == 0 {
+            "even".to_owned()
+        } else {
+            format!("odd-{i}")
+        };
+        for r in 0..rounds {
+            assert_eq!(
+                sb.read_file(&format!("shared-{r}.txt")).unwrap(),
+                format!("shared {r}\n").into_bytes()
+            );
+            assert_eq!(
+                sb.read_file(&format!("mine-{r}.txt")).unwrap(),
+                format!("{who} {r}\n").into_bytes()
+            );
+        }
+    }
+    // The even sandboxes sealed the same changes: one layer, shared.
+    let even: std::collections::BTreeSet<_> = finals
+        .iter()
+        .filter(|(i, _)| i % 2 == 0)
+        .map(|(_, s)| s.manifest().layers.clone())
+        .collect();
+    assert_eq!(even.len(), 1, "{even:?}");
+    let report = store.fsck().unwrap();
+    assert!(report.is_clean(), "{:?}", report.problems);
+    let left: Vec<_> = std::fs::read_dir(store.tmp_dir())
+        .unwrap()
+        .map(|e| e.unwrap().file_name())
+        .collect();
+    assert!(left.is_empty(), "left in tmp/: {left:?}");
+}

@@ -3,40 +3,49 @@
 //! [`crate::snapshot`], WebAssembly sessions in `crate::wasm`), crash-safe at
 //! every step:
 //!
-//! 1. **objects**: write the objects the pending actions refer to (outputs,
-//!    written file contents; a session's memory pages and page index), and the
-//!    tree of the workspace's delta, whose hash is the layer id. The copy
-//!    backends (native copy, session workspace) write the delta as a layer
-//!    directory into `tmp/` here ([`Staged`]). Failpoint `*.tree-written`.
+//! 1. **objects**: stage every object of the snapshot (outputs, written
+//!    file contents, the delta's tree, a session's memory pages and page
+//!    index, and the manifest itself, whose layers are known once the delta
+//!    is) as unsynced temp files in `tmp/` ([`crate::store::Batch`]). The
+//!    copy backends (native copy, session workspace) also write the delta as
+//!    a layer directory into `tmp/` here ([`Staged`]). Failpoint
+//!    `*.tree-written`.
 //! 2. **quiesce**: a native sandbox unmounts its workspace (it is idle: every
 //!    action is a finished process tree). Failpoint `snapshot.unmounted`; a
 //!    session has no mount and no such step.
-//! 3. **sync**: `syncfs` the filesystem holding the layer directory (the
-//!    overlay upper or the staged delta), so its content is durable before it
-//!    is named. Failpoint `*.synced`.
+//! 3. **sync**: one `syncfs` of the store's filesystem makes the staged
+//!    objects and the layer directory (the overlay upper or the staged
+//!    delta) durable before anything is named (a second `syncfs` only when
+//!    the layer directory is on another filesystem). Failpoint `*.synced`.
 //! 4. **install**: rename the layer directory into `layers/<id>` with
 //!    `RENAME_NOREPLACE` (layers are named by content: when another sandbox
-//!    installed the same layer first, ours is redundant and removed), then
-//!    fsync `layers/`. Failpoint `*.layer-renamed`.
-//! 5. **manifest**: write the manifest object. Failpoint `*.manifest-written`.
+//!    installed the same layer first, ours is redundant and removed).
+//!    Failpoint `*.layer-renamed`.
+//! 5. **name the objects**: rename each staged object into `objects/`
+//!    (failpoint `batch.renamed-one` after the first), then `fsync` `layers/`
+//!    and each object directory that gained a name: the names are durable.
+//!    Failpoint `*.manifest-written`.
 //! 6. **list**: list the snapshot (`snapshots/<id>`): only now does it exist
 //!    for `ls`. Failpoint `*.listed`.
 //! 7. **continue**: the sandbox continues on the new snapshot (a fresh empty
 //!    upper over the new chain; a session remaps its memory from the new image).
 //!
-//! A crash between any two steps leaves at most unreferenced garbage (an
-//! orphan object, layer or staging directory) that `fsck` reports as
-//! garbage, not damage, and `gc` removes. With nothing changed in the
-//! workspace, steps 3–4 move nothing (their failpoints still fire).
+//! Durability costs one `syncfs` and two journal commits (the names, the
+//! listing) per snapshot, whatever the number of objects, where an `fsync`
+//! of each object and its directory cost two commits per object. A crash
+//! between any two steps leaves at most unreferenced garbage (a temp file,
+//! an orphan object, layer or staging directory) that `fsck` reports as
+//! garbage, not damage, and `gc` removes; nothing is named before its bytes
+//! are durable. With nothing changed in the workspace, step 4 moves nothing
+//! (its failpoint still fires).
 //!
 //! The workspace backends meet the protocol in one seam, [`Delta`]: what the
 //! layer directory of a seal is, if any.
 
-use std::fs::File;
 use std::path::{Path, PathBuf};
 
 use crate::store::object::{LayerId, ObjectId, Tree};
-use crate::store::{Store, StoreError, failpoint, fsync_dir};
+use crate::store::{StagedObjects, Store, StoreError, failpoint, same_filesystem, syncfs};
 
 /// The failpoint names of one user of the protocol, one per step.
 #[derive(Clone, Copy, Debug)]
@@ -108,6 +117,16 @@ pub(crate) enum Delta<'a> {
     Staged(LayerId, Staged),
 }
 
+impl Delta<'_> {
+    /// The layer that joins the chain, if any.
+    pub(crate) fn layer(&self) -> Option<LayerId> {
+        match self {
+            Self::Empty => None,
+            Self::Present(id) | Self::Upper(id, _) | Self::Staged(id, _) => Some(*id),
+        }
+    }
+}
+
 /// A workspace's delta written as a layer directory into `tmp/` (step 1 of
 /// the copy backends). Removed on drop unless step 4 installed it.
 #[derive(Debug)]
@@ -166,69 +185,52 @@ impl Protocol {
         }
     }
 
-    /// Steps 3–4: make the layer directory durable and install it as
-    /// `layers/<id>`. Returns the layer that joins the chain, if any.
-    pub(crate) fn install(
+    /// Steps 3–6 for the objects staged in step 1 (`manifest` among them)
+    /// and `delta`: make them durable, name them, list the snapshot.
+    /// Returns the layer that joins the chain, if any.
+    pub(crate) fn commit(
         &self,
         store: &Store,
+        objects: StagedObjects,
         delta: Delta<'_>,
+        manifest: &ObjectId,
     ) -> Result<Option<LayerId>, StoreError> {
         let (id, dir, mut staged) = match delta {
-            Delta::Empty => {
-                failpoint(self.synced);
-                return Ok(None);
-            }
-            Delta::Present(id) => (id, None, None),
-            Delta::Upper(id, upper) => (id, Some(upper.to_owned()), None),
-            Delta::Staged(id, staged) => (id, staged.dir.clone(), Some(staged)),
+            Delta::Empty => (None, None, None),
+            Delta::Present(id) => (Some(id), None, None),
+            Delta::Upper(id, upper) => (Some(id), Some(upper.to_owned()), None),
+            Delta::Staged(id, staged) => (Some(id), staged.dir.clone(), Some(staged)),
         };
-        let dest = store.layer_dir(&id);
-        if let Some(dir) = &dir {
+        // 3.
+        if dir.is_some() || !objects.is_empty() {
+            syncfs(&store.tmp_dir())?;
+        }
+        if let Some(dir) = &dir
+            && !same_filesystem(dir, &store.tmp_dir())
+        {
             syncfs(dir)?;
         }
         failpoint(self.synced);
-        if let Some(dir) = &dir
-            && install_dir(dir, &dest)?
+        // 4.
+        let layers = store.root().join("layers");
+        if let (Some(id), Some(dir)) = (id, &dir)
+            && install_dir(dir, &store.layer_dir(&id))?
             && let Some(staged) = staged.as_mut()
         {
             // Moved: nothing left to remove.
             staged.dir = None;
         }
         drop(staged);
-        if let Some(parent) = dest.parent() {
-            fsync_dir(parent)?;
-        }
         failpoint(self.layer_renamed);
-        Ok(Some(id))
-    }
-
-    /// Steps 5–6: write the manifest with `write` (returns its id), then list
-    /// the snapshot.
-    pub(crate) fn publish<E: From<StoreError>>(
-        &self,
-        store: &Store,
-        write: impl FnOnce() -> Result<ObjectId, E>,
-    ) -> Result<ObjectId, E> {
-        let id = write()?;
+        // 5.
+        let renamed_layer: &[&Path] = if dir.is_some() { &[&layers] } else { &[] };
+        objects.publish(renamed_layer)?;
         failpoint(self.manifest_written);
-        store.list_snapshot(&id)?;
+        // 6.
+        store.list_snapshot(manifest)?;
         failpoint(self.listed);
         Ok(id)
     }
-}
-
-/// `syncfs` the filesystem holding `dir`.
-pub(crate) fn syncfs(dir: &Path) -> Result<(), StoreError> {
-    let f = File::open(dir).map_err(|source| StoreError::Io {
-        op: "open for syncfs",
-        path: dir.to_owned(),
-        source,
-    })?;
-    rustix::fs::syncfs(&f).map_err(|e| StoreError::Io {
-        op: "syncfs",
-        path: dir.to_owned(),
-        source: e.into(),
-    })
 }
 
 /// Move a sealed directory into the layer store. Layers are named by the
@@ -259,6 +261,38 @@ mod tests {
 
     fn store(dir: &Path) -> Store {
         Store::open(dir, OwnerMode::Rootless).unwrap()
+    }
+
+    /// Step 1 for a snapshot over `layers`: its manifest staged alone.
+    fn staged_manifest(store: &Store, layers: Vec<LayerId>) -> (StagedObjects, ObjectId) {
+        let mut batch = crate::store::Batch::default();
+        let id = batch
+            .add_manifest(&crate::store::object::Manifest {
+                layers,
+                session: crate::store::object::SessionState::default(),
+                parent: None,
+                action: None,
+                observations: Vec::new(),
+                created_at: 0,
+                killed_background: Vec::new(),
+                image: None,
+                workdir: None,
+            })
+            .unwrap();
+        (batch.stage(store).unwrap(), id)
+    }
+
+    /// Steps 3–6 of `delta` with a manifest over its layer.
+    fn commit(
+        p: &Protocol,
+        store: &Store,
+        layer: Option<LayerId>,
+        delta: Delta<'_>,
+    ) -> Result<Option<LayerId>, StoreError> {
+        let (objects, manifest) = staged_manifest(store, layer.into_iter().collect());
+        let got = p.commit(store, objects, delta, &manifest)?;
+        assert!(store.snapshots().unwrap().contains(&manifest));
+        Ok(got)
     }
 
     #[test]
@@ -292,7 +326,7 @@ mod tests {
         let id = ObjectId([7; 32]);
         let first = Staged::write(&store, write).unwrap();
         let first_dir = first.dir.clone().unwrap();
-        let got = SESSION.install(&store, Delta::Staged(id, first)).unwrap();
+        let got = commit(&SESSION, &store, Some(id), Delta::Staged(id, first)).unwrap();
         assert_eq!(got, Some(id));
         assert!(store.layer_dir(&id).join("f").is_file());
         assert!(!first_dir.exists());
@@ -300,12 +334,12 @@ mod tests {
         let second = Staged::write(&store, write).unwrap();
         let second_dir = second.dir.clone().unwrap();
         assert_eq!(
-            SESSION.install(&store, Delta::Staged(id, second)).unwrap(),
+            commit(&SESSION, &store, Some(id), Delta::Staged(id, second)).unwrap(),
             Some(id)
         );
         assert!(!second_dir.exists());
         assert!(store.layer_dir(&id).join("f").is_file());
-        assert_eq!(SESSION.install(&store, Delta::Empty).unwrap(), None);
+        assert_eq!(commit(&SESSION, &store, None, Delta::Empty).unwrap(), None);
     }
 
     #[test]
@@ -323,10 +357,15 @@ mod tests {
         // syncfs of a directory that is not there fails, naming it.
         let id = ObjectId([9; 32]);
         let missing = d.path().join("missing");
+        let (objects, manifest) = staged_manifest(&store, vec![id]);
         let err = SANDBOX
-            .install(&store, Delta::Upper(id, &missing))
+            .commit(&store, objects, Delta::Upper(id, &missing), &manifest)
             .unwrap_err();
         assert!(err.to_string().contains("missing"), "{err}");
         assert!(!store.layer_dir(&id).exists());
+        // Nothing was named or listed, and the staged manifest is gone.
+        assert!(!store.object_path(&manifest).exists());
+        assert!(store.snapshots().unwrap().is_empty());
+        assert_eq!(std::fs::read_dir(store.tmp_dir()).unwrap().count(), 0);
     }
 }

@@ -483,7 +483,7 @@ fn install(
     rep: &mut ImportReport,
 ) -> Result<()> {
     let _lock = store.lock_shared()?;
-    crate::seal::syncfs(&staging.root)?;
+    crate::store::syncfs(&staging.root)?;
     let manifest = |k: ObjectKind| matches!(k, ObjectKind::Manifest | ObjectKind::WasmManifest);
     let mut fans = HashSet::new();
     let mut put = |id: &ObjectId| -> Result<()> {

@@ -273,13 +273,12 @@ impl Sandbox {
         id
     }
 
-    /// Write the objects held for the next snapshot into the store.
-    pub(crate) fn write_held_objects(&mut self) -> Result<()> {
-        for (kind, payload, id) in std::mem::take(&mut self.unwritten) {
-            let written = self.runtime.store().put(kind, &payload)?;
-            debug_assert_eq!(written, id);
+    /// Add the objects held for the next snapshot to its batch (they stay
+    /// held until [`Self::take_pending`] after the snapshot is listed).
+    pub(crate) fn held_objects<'a>(&'a self, batch: &mut crate::store::Batch<'a>) {
+        for (kind, payload, id) in &self.unwritten {
+            batch.add_known(*id, *kind, payload.as_slice());
         }
-        Ok(())
     }
 
     pub(super) fn record(

@@ -329,11 +329,20 @@ impl Sandbox {
         self.helper.pid()
     }
 
+    /// Forget what a listed snapshot recorded: the pending actions and
+    /// killed background processes (returned), and the held objects.
     pub(crate) fn take_pending(&mut self) -> (Vec<(Action, ObservationDigest)>, Vec<String>) {
+        self.unwritten.clear();
         (
             std::mem::take(&mut self.pending),
             std::mem::take(&mut self.killed_background),
         )
+    }
+
+    /// The pending actions with their observations, and the background
+    /// processes killed since the last snapshot (what its manifest records).
+    pub(crate) fn pending(&self) -> (&[(Action, ObservationDigest)], &[String]) {
+        (&self.pending, &self.killed_background)
     }
 
     pub(crate) fn has_pending(&self) -> bool {

@@ -3,8 +3,8 @@
 //! A snapshot is an ordered chain of layers plus session state and metadata,
 //! stored as a manifest whose hash is the snapshot id. Taking one *seals* the
 //! sandbox's private part (overlay upper or copy workspace) with the seal
-//! protocol written out in `crate::seal` (objects → unmount → `syncfs` →
-//! rename into `layers/<id>` → manifest → list), at a cost proportional to
+//! protocol written out in `crate::seal` (objects and manifest staged →
+//! unmount → one `syncfs` → rename into `layers/<id>` and `objects/` → list), at a cost proportional to
 //! what changed since the last snapshot, never to the workspace. Forking N
 //! sandboxes from a snapshot mounts N overlays over the same lower chain,
 //! each with its own empty upper: nothing is copied.
@@ -19,7 +19,7 @@ use crate::runtime::{Result, RuntimeError};
 use crate::sandbox::{Sandbox, SandboxError};
 use crate::seal::{Delta, Staged};
 use crate::store::object::{Action, Manifest, SessionState, SnapshotId};
-use crate::store::{failpoint, fsync_dir};
+use crate::store::{Batch, failpoint, fsync_dir};
 
 /// Failpoints of the snapshot protocol, in order (see [`crate::store::failpoint`]).
 pub const FAILPOINTS: &[&str] = &[
@@ -118,37 +118,15 @@ impl Sandbox {
         let _lock = store.lock_shared()?;
         let protocol = &crate::seal::SANDBOX;
         let (tree, tree_id) = self.delta()?;
-        // 1. Outputs, file contents and delta trees of the pending actions.
-        self.write_held_objects()?;
-        let written = store.put_tree(&tree)?;
-        debug_assert_eq!(written, tree_id);
+        // 1. Outputs, file contents and delta trees of the pending actions,
+        // the delta's tree and the manifest, staged together.
         let staged = stage_copy_delta(&runtime, self, &tree, tree_id)?;
-        protocol.objects_written();
-        // 2.
-        self.unmount_workspace()?;
-        protocol.quiesced();
-        // 3–4.
-        let delta = if tree.entries.is_empty() {
-            Delta::Empty
-        } else if let Some(staged) = staged {
-            Delta::Staged(tree_id, staged)
-        } else if self.is_overlay() && !store.layer_dir(&tree_id).exists() {
-            Delta::Upper(tree_id, self.private_dir())
-        } else {
-            Delta::Present(tree_id)
-        };
-        let new_layer = match protocol.install(store, delta) {
-            Ok(n) => n,
-            Err(e) => {
-                // Keep the sandbox usable: mount its unsealed changes again.
-                let _ = self.remount_after_failed_seal();
-                return Err(e.into());
-            }
-        };
         let mut layers = self.layers().to_vec();
-        layers.extend(new_layer);
-        let (pending, killed_background) = self.take_pending();
-        let (actions, observations): (Vec<Action>, Vec<_>) = pending.into_iter().unzip();
+        if !tree.entries.is_empty() {
+            layers.push(tree_id);
+        }
+        let (pending, killed_background) = self.pending();
+        let actions: Vec<Action> = pending.iter().map(|(a, _)| a.clone()).collect();
         let action = match actions.len() {
             0 => None,
             1 => actions.into_iter().next(),
@@ -159,14 +137,39 @@ impl Sandbox {
             session: self.session().clone(),
             parent: self.base().copied(),
             action,
-            observations,
+            observations: pending.iter().map(|(_, o)| o.clone()).collect(),
             created_at: now(),
-            killed_background,
+            killed_background: killed_background.to_vec(),
             image: self.image().map(|i| i.id),
             workdir: self.workdir().map(str::to_owned),
         };
-        // 5–6.
-        let id = protocol.publish(store, || store.put_manifest(&manifest))?;
+        let mut batch = Batch::default();
+        self.held_objects(&mut batch);
+        let written = batch.add_tree(&tree)?;
+        debug_assert_eq!(written, tree_id);
+        let id = batch.add_manifest(&manifest)?;
+        let objects = batch.stage(store)?;
+        protocol.objects_written();
+        // 2.
+        self.unmount_workspace()?;
+        protocol.quiesced();
+        // 3–6.
+        let delta = if tree.entries.is_empty() {
+            Delta::Empty
+        } else if let Some(staged) = staged {
+            Delta::Staged(tree_id, staged)
+        } else if self.is_overlay() && !store.layer_dir(&tree_id).exists() {
+            Delta::Upper(tree_id, self.private_dir())
+        } else {
+            Delta::Present(tree_id)
+        };
+        if let Err(e) = protocol.commit(store, objects, delta, &id) {
+            // Keep the sandbox usable: mount its unsealed changes again
+            // (it fails, harmlessly, when the upper was already installed).
+            let _ = self.remount_after_failed_seal();
+            return Err(e.into());
+        }
+        self.take_pending();
         // 7.
         self.continue_on(id, layers)?;
         Ok(Snapshot::new(runtime, id, manifest))
@@ -187,7 +190,7 @@ fn stage_copy_delta(
     }
     // The copy workspace stays the sandbox's; the layer is the written delta.
     let staged = Staged::write(store, |dir| sandbox.write_copy_delta(dir))?;
-    let written = store.put_tree(staged.tree())?;
+    let written = crate::store::tree_id(staged.tree())?;
     if written != tree_id {
         return Err(RuntimeError::Sandbox(SandboxError::SealRace(format!(
             "the workspace changed while it was being sealed (delta {} became {})",

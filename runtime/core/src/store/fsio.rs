@@ -19,6 +19,7 @@ pub const FAILPOINTS: &[&str] = &[
     "object.tmp-written",
     "object.fsynced",
     "object.renamed",
+    "batch.renamed-one",
     "index.tmp-written",
     "index.renamed",
     "ref.tmp-written",

@@ -22,6 +22,7 @@
 //! the process at any instant leaves a store that `fsck` reports clean.
 //! Every read is verified against the object's hash.
 
+mod batch;
 mod fsck;
 mod fsio;
 mod gc;
@@ -40,6 +41,8 @@ use std::sync::Arc;
 
 use serde::{Deserialize, Serialize};
 
+pub use batch::{Batch, StagedObjects};
+pub(crate) use batch::{same_filesystem, syncfs};
 pub use fsck::{FsckProblem, FsckReport};
 pub use fsio::{FAILPOINTS, atomic_write, failpoint, fsync_dir, hash_file};
 use fsio::{WriteFailpoints, atomic_write_with};
@@ -536,12 +539,7 @@ impl Store {
 
     /// Validate and store a tree; its id is the layer id.
     pub fn put_tree(&self, tree: &Tree) -> Result<LayerId> {
-        validate_tree(tree)?;
-        let bytes = serde_json::to_vec(tree).map_err(|source| StoreError::Json {
-            what: "tree",
-            source,
-        })?;
-        self.put(ObjectKind::Tree, &bytes)
+        self.put(ObjectKind::Tree, &tree_bytes(tree)?)
     }
 
     /// Load a verified, valid tree.
@@ -668,6 +666,23 @@ fn wrong_kind(id: &ObjectId, actual: ObjectKind, expected: ObjectKind) -> String
         ),
         _ => format!("object {id} is a {actual:?}, not a {expected:?}"),
     }
+}
+
+/// The id [`Store::put_tree`] gives `tree` (its layer id), without storing it.
+///
+/// # Errors
+/// An invalid tree.
+pub fn tree_id(tree: &Tree) -> Result<LayerId> {
+    Ok(object_id(ObjectKind::Tree, &tree_bytes(tree)?))
+}
+
+/// The payload of a validated tree object.
+pub(crate) fn tree_bytes(tree: &Tree) -> Result<Vec<u8>> {
+    validate_tree(tree)?;
+    serde_json::to_vec(tree).map_err(|source| StoreError::Json {
+        what: "tree",
+        source,
+    })
 }
 
 /// Check the [`Tree`] invariants: paths relative, `/`-separated, without

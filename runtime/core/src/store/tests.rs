@@ -157,6 +157,15 @@ fn failpoint_child() {
     let s = Store::open(Path::new(&root), OwnerMode::Rootless).unwrap();
     let blob = s.put_blob(b"payload").unwrap();
     let _ = blob;
+    // A group commit of two objects (one already stored).
+    let mut batch = Batch::default();
+    batch.add(ObjectKind::Blob, &b"payload"[..]);
+    batch.add(ObjectKind::Blob, &b"batched"[..]);
+    batch.add(ObjectKind::Blob, &b"batched too"[..]);
+    let staged = batch.stage(&s).unwrap();
+    assert_eq!(staged.len(), 2);
+    staged.sync().unwrap();
+    staged.publish(&[]).unwrap();
     let id = s.put_manifest(&manifest(None, vec![])).unwrap();
     s.list_snapshot(&id).unwrap();
     s.set_tag("t", &id).unwrap();

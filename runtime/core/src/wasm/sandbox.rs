@@ -439,44 +439,38 @@ impl WasmSandbox {
         let image = Arc::new(image);
         let index = pages::encode_index(&hashes);
         let index_id = object_id(ObjectKind::Blob, &index);
-        let mut batch = pages::Batch::default();
+        let globals = self.read_globals()?;
+        // The seal protocol (`crate::seal`). 1. Objects: pages, index,
+        // observations, the workspace's delta staged with its tree, and the
+        // manifest, staged together.
+        let protocol = &crate::seal::SESSION;
+        let mut batch = crate::store::Batch::default();
+        let page = |i: usize| &live[i * PAGE..(i + 1) * PAGE];
         if self.base.id == ZERO_PAGE {
             // Booting: the boot image was never stored, so every page is new.
             for (i, h) in hashes.iter().enumerate() {
                 if *h != ZERO_PAGE {
-                    batch.blob(*h, &live[i * PAGE..(i + 1) * PAGE]);
+                    batch.add_known(*h, ObjectKind::Blob, page(i));
                 }
             }
         } else {
             for (i, h) in &changed {
                 if *h != ZERO_PAGE {
-                    batch.blob(*h, &live[i * PAGE..(i + 1) * PAGE]);
+                    batch.add_known(*h, ObjectKind::Blob, page(*i));
                 }
             }
         }
-        batch.blob(index_id, &index);
+        batch.add_known(index_id, ObjectKind::Blob, index.as_slice());
         for o in &self.pending {
-            batch.blob(object_id(ObjectKind::Blob, &o.stdout), &o.stdout);
-            batch.blob(object_id(ObjectKind::Blob, &o.stderr), &o.stderr);
+            batch.add(ObjectKind::Blob, o.stdout.as_slice());
+            batch.add(ObjectKind::Blob, o.stderr.as_slice());
             if let Some(c) = &o.content {
-                batch.blob(object_id(ObjectKind::Blob, c), c);
+                batch.add(ObjectKind::Blob, c.as_slice());
             }
         }
-        // The seal protocol (`crate::seal`). 1. Objects: pages, index,
-        // observations, and the workspace's delta staged with its tree.
-        let protocol = &crate::seal::SESSION;
-        batch.write(&store)?;
-        let globals = self.read_globals()?;
-        let delta = self.stage_workspace()?;
-        protocol.objects_written();
-        // 3–4 (a session has no mount to quiesce).
+        let delta = self.stage_workspace(&mut batch)?;
         let mut layers = self.base.manifest.layers.clone();
-        if let Some(layer) = protocol.install(&store, delta)? {
-            layers.push(layer);
-            if let Some(ws) = &mut self.workspace {
-                ws.base = crate::layer::merge_layers(&store, &layers)?;
-            }
-        }
+        layers.extend(delta.layer());
         let manifest = WasmManifest {
             format: MANIFEST_FORMAT,
             guest: self.base.manifest.guest,
@@ -486,17 +480,27 @@ impl WasmSandbox {
             memory_hash: mem_hash,
             globals,
             wasi: self.wasi.clone(),
-            layers,
+            layers: layers.clone(),
             parent: (self.base.id != ZERO_PAGE).then_some(self.base.id),
-            actions: std::mem::take(&mut self.actions),
-            observations: self.pending.drain(..).map(|p| p.digest()).collect(),
+            actions: self.actions.clone(),
+            observations: self.pending.iter().map(|p| p.digest()).collect(),
             ended: self.ended.clone(),
             created_at: now(),
         };
         let json = serde_json::to_vec(&manifest)
             .map_err(|e| WasmError::BadSnapshot(format!("cannot encode the manifest: {e}")))?;
-        // 5–6.
-        let id = protocol.publish(&store, || store.put(ObjectKind::WasmManifest, &json))?;
+        let id = batch.add(ObjectKind::WasmManifest, json);
+        let objects = batch.stage(&store)?;
+        protocol.objects_written();
+        // 3–6 (a session has no mount to quiesce).
+        let new_layer = protocol.commit(&store, objects, delta, &id)?;
+        self.actions.clear();
+        self.pending.clear();
+        if new_layer.is_some()
+            && let Some(ws) = &mut self.workspace
+        {
+            ws.base = crate::layer::merge_layers(&store, &layers)?;
+        }
         // 7. The session continues on it: a gc root while this runtime lives.
         rt.hold_root(&id)?;
         if flattened {
@@ -546,8 +550,11 @@ impl WasmSandbox {
     }
 
     /// Step 1 of the seal protocol for the workspace: stage its changes
-    /// since the base as a layer directory and write their tree.
-    fn stage_workspace(&self) -> Result<crate::seal::Delta<'static>> {
+    /// since the base as a layer directory and add their tree to `batch`.
+    fn stage_workspace(
+        &self,
+        batch: &mut crate::store::Batch<'_>,
+    ) -> Result<crate::seal::Delta<'static>> {
         use crate::seal::{Delta, Staged};
         let Some(ws) = &self.workspace else {
             return Ok(Delta::Empty);
@@ -560,7 +567,7 @@ impl WasmSandbox {
         if staged.tree().entries.is_empty() {
             return Ok(Delta::Empty);
         }
-        let id = store.put_tree(staged.tree())?;
+        let id = batch.add_tree(staged.tree())?;
         if store.layer_dir(&id).exists() {
             return Ok(Delta::Present(id));
         }
