@@ -6,8 +6,12 @@
 //!
 //! - `100-files-1MB-under-writes`: the small workspace while another process
 //!   writes 1 GB files without pause on the store's filesystem (`dd`, page
-//!   cache writeback competing with the snapshot's durability). Its samples'
-//!   median and p99 go to `<target>/arbor-bench/snapshot-under-writes.json`.
+//!   cache writeback competing with the snapshot's durability). After each
+//!   Arbor sample the same iteration times the kernel floor of a durable
+//!   snapshot of that change, under the same writes: `mkdir` an upper
+//!   directory, write the 100-byte file, `syncfs`, rename the directory
+//!   into place, `fsync` its parent. Both sets' median and p99 go to
+//!   `<target>/arbor-bench/snapshot-under-writes.json`.
 //!
 //! Each iteration writes one new 100-byte file through `Sandbox::write_file`
 //! (untimed) and then times `Sandbox::snapshot()` alone. The figure of merit
@@ -123,22 +127,50 @@ impl Drop for Traffic {
     }
 }
 
-/// Median and p99 of `samples`, written with their count to `name`.json in
-/// the bench output directory.
-fn write_quantiles(name: &str, samples: &mut [Duration]) {
-    if samples.is_empty() {
-        return;
-    }
+/// The kernel floor of a durable snapshot of one small change: a new upper
+/// directory with the file, `syncfs`, rename into place, `fsync` the parent.
+fn floor_snapshot(dir: &Path, n: u64) -> Duration {
+    let upper = dir.join(format!("floor-upper-{n}"));
+    let layer = dir.join(format!("floor-layer-{n}"));
+    let start = Instant::now();
+    std::fs::create_dir(&upper).expect("mkdir the floor's upper");
+    std::fs::write(upper.join("change.txt"), small_change(n)).expect("write the change");
+    let f = std::fs::File::open(&upper).expect("open the upper");
+    // SAFETY: `f` is an open descriptor for the call's duration.
+    let rc = unsafe { libc::syncfs(std::os::fd::AsRawFd::as_raw_fd(&f)) };
+    assert_eq!(rc, 0, "syncfs: {}", std::io::Error::last_os_error());
+    std::fs::rename(&upper, &layer).expect("rename the layer into place");
+    std::fs::File::open(dir)
+        .and_then(|d| d.sync_all())
+        .expect("fsync the layers' directory");
+    start.elapsed()
+}
+
+/// Median, p99 and max of `samples` in milliseconds, with their count.
+fn quantiles(samples: &mut [Duration]) -> serde_json::Value {
     samples.sort();
     let at = |q: f64| {
-        let i = ((samples.len() - 1) as f64 * q).round() as usize;
-        samples[i].as_secs_f64() * 1e3
+        let i = ((samples.len().max(1) - 1) as f64 * q).round() as usize;
+        samples.get(i).map_or(f64::NAN, |d| d.as_secs_f64() * 1e3)
     };
-    let report = serde_json::json!({
+    serde_json::json!({
         "samples": samples.len(),
         "median_ms": at(0.5),
         "p99_ms": at(0.99),
         "max_ms": at(1.0),
+    })
+}
+
+/// The quantiles of Arbor's and the floor's samples, written to `name`.json
+/// in the bench output directory.
+fn write_quantiles(name: &str, arbor: &mut [Duration], floor: &mut [Duration]) {
+    if arbor.is_empty() {
+        return;
+    }
+    let report = serde_json::json!({
+        "arbor": quantiles(arbor),
+        "floor": quantiles(floor),
+        "writer": "dd if=/dev/zero bs=1M count=1024, in a loop, on the store's filesystem",
     });
     eprintln!("{name}: {report}");
     if let Ok(dir) = arbor_benches::output_dir()
@@ -164,6 +196,8 @@ fn snapshot_after_small_change(c: &mut Criterion) {
     let spec = workloads.small;
     let mut fixture: Option<(Fixture, Traffic)> = None;
     let mut samples = Vec::new();
+    let mut floor = Vec::new();
+    let floor_dir = std::cell::OnceCell::new();
     group.bench_function(
         BenchmarkId::new(
             "after_small_change",
@@ -180,6 +214,12 @@ fn snapshot_after_small_change(c: &mut Criterion) {
                     .map(|_| {
                         let t = fixture.one_snapshot();
                         samples.push(t);
+                        let dir = floor_dir.get_or_init(|| {
+                            let d = fixture._env.scratch("floor");
+                            std::fs::create_dir_all(&d).expect("mkdir the floor's layers");
+                            d
+                        });
+                        floor.push(floor_snapshot(dir, fixture.changes));
                         t
                     })
                     .sum()
@@ -187,7 +227,7 @@ fn snapshot_after_small_change(c: &mut Criterion) {
         },
     );
     drop(fixture);
-    write_quantiles("snapshot-under-writes", &mut samples);
+    write_quantiles("snapshot-under-writes", &mut samples, &mut floor);
     group.finish();
 }
 

@@ -119,6 +119,10 @@ pub(crate) enum Delta<'a> {
 
 impl Delta<'_> {
     /// The layer that joins the chain, if any.
+    #[cfg_attr(
+        not(feature = "wasm"),
+        allow(dead_code, reason = "used by the wasm backend")
+    )]
     pub(crate) fn layer(&self) -> Option<LayerId> {
         match self {
             Self::Empty => None,

@@ -4,16 +4,14 @@
 
 use std::collections::BTreeMap;
 use std::fs;
+use std::os::unix::fs::OpenOptionsExt;
 use std::path::PathBuf;
 
 use super::fsio::{WriteFailpoints, atomic_write_with};
 use super::{ObjectId, Result, SnapshotId, Store, StoreError, fsync_dir, io_err};
 
-const INDEX_FPS: WriteFailpoints = WriteFailpoints {
-    written: "index.tmp-written",
-    fsynced: None,
-    renamed: "index.renamed",
-};
+/// After an index entry is created, before its directory is fsynced.
+const INDEX_CREATED: &str = "index.created";
 
 const REF_FPS: WriteFailpoints = WriteFailpoints {
     written: "ref.tmp-written",
@@ -44,13 +42,30 @@ impl Store {
         self.root().join("refs/tags").join(name)
     }
 
-    /// List a snapshot (atomically create `snapshots/<id>`). Its manifest
-    /// must already be stored and verify; call this only once all its
-    /// layers are sealed, so that no partial snapshot is ever listed.
-    /// A WebAssembly session snapshot is listed the same way.
+    /// List a snapshot (create the empty file `snapshots/<id>`, then fsync
+    /// `snapshots/`: an empty file is whole the moment it has a name, so no
+    /// temp file and rename are needed, and listing costs one journal
+    /// commit). Its manifest must already be stored and verify; call this
+    /// only once all its layers and objects are durable, so that no partial
+    /// snapshot is ever listed. A WebAssembly session snapshot is listed the
+    /// same way.
     pub fn list_snapshot(&self, id: &SnapshotId) -> Result<()> {
         self.snapshot_refs(id)?;
-        atomic_write_with(&self.tmp_dir(), &self.index_path(id), b"", Some(INDEX_FPS))
+        let path = self.index_path(id);
+        match fs::OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .custom_flags(libc::O_CLOEXEC)
+            .open(&path)
+        {
+            // Listed before (maybe by a process that died before the fsync).
+            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {}
+            done => {
+                done.map_err(io_err("create index entry", &path))?;
+            }
+        }
+        super::failpoint(INDEX_CREATED);
+        fsync_dir(&self.root().join("snapshots"))
     }
 
     /// Unlist a snapshot (its data stays until gc). Not an error if it was not listed.
