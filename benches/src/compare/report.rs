@@ -480,8 +480,9 @@ Notes on fairness:
   through `bash -c` with its session capture, which costs it about 1–2 ms per command.
 - cp, tar and git snapshots are left in the page cache (their default); Arbor's and the floor's \
   are made durable with `syncfs` before they count as taken. Arbor's also hashes the change and \
-  seals it into its content-addressed store (fsync of each object and directory, then rename), \
-  so on a busy disk it pays several journal commits where the floor pays one.
+  seals it into its content-addressed store (one `syncfs` for all its objects and the layer, \
+  then an fsync of each directory that gained a name and one for the listing), so on a busy disk \
+  it pays two journal commits more than the floor.
 - `git worktree add` cannot run concurrently on one repository (it races on `.git/worktrees`), \
   so git's forks add their worktrees one at a time; `true` still runs in parallel.
 - Every timed sample starts after an untimed `sync`, so no method pays for the writes of the \
