@@ -20,7 +20,7 @@ export ARBOR_UPSTREAM_SDISTS ?= $(abspath $(TARGET_DIR))/upstream-sdists
 # The S3-compatible server the remote tests start (.ci/prerequisites builds it).
 export ARBOR_S3_SERVER ?= $(abspath $(TARGET_DIR))/tools/bin/s3s-fs
 
-.PHONY: demo test test-unprivileged bench bench-llm bench-bundle bench-fleet prerequisites experiment experiment-credit
+.PHONY: demo test test-unprivileged bench bench-llm bench-bundle bench-fleet bench-memory prerequisites experiment experiment-credit
 
 heading = @printf '\n\033[1m==> %s\033[0m\n' "$(1)"
 
@@ -95,6 +95,14 @@ bench-fleet: prerequisites
 	$(CARGO) build --release -p arbor -p arbor-runtime --bins
 	$(call heading,benches/fleet.py (arbor.ray on ray.cluster_utils))
 	.venv/bin/python benches/fleet.py --arbor $(abspath $(TARGET_DIR))/release/arbor
+
+# Memory per sandbox: one idle sandbox and 64 idle forks (benches/memory.py):
+# target/arbor-bench/memory.{md,json}. Machine-wide kernel figures: run it on a quiet machine.
+bench-memory: prerequisites
+	$(call heading,cargo build --release -p arbor -p arbor-runtime --bins)
+	$(CARGO) build --release -p arbor -p arbor-runtime --bins
+	$(call heading,benches/memory.py (PSS, RSS and kernel memory per sandbox))
+	.venv/bin/python benches/memory.py --arbor $(abspath $(TARGET_DIR))/release/arbor
 
 # Criterion benches (benches/); the README's performance figures come from here.
 # compare (the alternatives side by side) writes target/arbor-bench/compare.md,
