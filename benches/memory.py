@@ -37,33 +37,13 @@ REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO / "clients" / "python" / "src"))
 
 from arbor import Client  # noqa: E402
+from arbor.local import descendants as local_descendants  # noqa: E402
 
 KERNEL_FIELDS = ("Slab", "KernelStack", "PageTables")
 
 
-def children_map() -> dict[int, list[int]]:
-    kids: dict[int, list[int]] = {}
-    for entry in os.listdir("/proc"):
-        if not entry.isdigit():
-            continue
-        try:
-            stat = Path(f"/proc/{entry}/stat").read_text()
-        except OSError:
-            continue
-        # The command may hold spaces and parentheses: the fields follow the last ')'.
-        ppid = int(stat.rsplit(")", 1)[1].split()[1])
-        kids.setdefault(ppid, []).append(int(entry))
-    return kids
-
-
 def tree(root: int) -> list[int]:
-    kids = children_map()
-    out, todo = [], [root]
-    while todo:
-        pid = todo.pop()
-        out.append(pid)
-        todo.extend(kids.get(pid, []))
-    return out
+    return [root, *local_descendants(root)]
 
 
 def rollup(pid: int) -> tuple[int, int]:

@@ -435,3 +435,24 @@ def test_allow_hosts_lets_exactly_those_names_out(alice: arbor.Client, base: arb
     assert "IP literal" in str(e.value)
     with pytest.raises(TypeError):
         alice.sandbox(base, allow_hosts="pypi.org")
+
+
+def test_local_descendants_finds_grandchildren_and_not_the_rest() -> None:
+    import subprocess
+
+    from arbor.local import descendants
+
+    # A child shell whose own child sleeps: both are below us.
+    child = subprocess.Popen(["sh", "-c", "sleep 30 & echo $!; wait"], stdout=subprocess.PIPE, text=True)
+    assert child.stdout is not None
+    grandchild = int(child.stdout.readline())
+    try:
+        below = descendants(os.getpid())
+        assert child.pid in below and grandchild in below
+        # Positive control of the negative: the grandchild has none, and we are not below our child.
+        assert descendants(grandchild) == []
+        assert os.getpid() not in descendants(child.pid)
+    finally:
+        os.kill(grandchild, 9)
+        child.kill()
+        child.wait()

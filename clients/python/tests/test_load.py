@@ -25,6 +25,7 @@ from typing import TypeVar
 import pytest
 
 import arbor
+from arbor.local import descendants as local_descendants
 from conftest import Server, StartServer
 
 CLIENTS = int(os.environ.get("ARBOR_LOAD_CLIENTS", "8"))
@@ -43,21 +44,8 @@ def mounts_under(home: Path, pid: int | str = "self") -> list[str]:
 
 def descendants(pid: int) -> list[str]:
     """``pid: cmdline`` of every process below ``pid``."""
-    parents: dict[int, int] = {}
-    for entry in os.listdir("/proc"):
-        if not entry.isdigit():
-            continue
-        try:
-            stat = Path(f"/proc/{entry}/stat").read_text()
-        except OSError:
-            continue
-        parents[int(entry)] = int(stat[stat.rindex(")") + 2 :].split()[1])
-    below, frontier = set(), {pid}
-    while frontier:
-        frontier = {p for p, parent in parents.items() if parent in frontier} - below
-        below |= frontier
     out = []
-    for p in sorted(below):
+    for p in local_descendants(pid):
         try:
             cmd = Path(f"/proc/{p}/cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
         except OSError:

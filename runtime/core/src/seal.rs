@@ -205,10 +205,11 @@ impl Protocol {
             Delta::Upper(id, upper) => (Some(id), Some(upper.to_owned()), None),
             Delta::Staged(id, staged) => (Some(id), staged.dir.clone(), Some(staged)),
         };
-        // 3.
-        if dir.is_some() || !objects.is_empty() {
-            syncfs(&store.tmp_dir())?;
-        }
+        // 3. Always: the manifest is in `objects`, and where the store
+        // already held it or any other object, or the layer (`Present`), a
+        // concurrent sealer may have named it without having fsynced the
+        // name yet; this `syncfs` comes after that rename and commits it.
+        syncfs(&store.tmp_dir())?;
         if let Some(dir) = &dir
             && !same_filesystem(dir, &store.tmp_dir())
         {

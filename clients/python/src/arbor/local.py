@@ -45,6 +45,29 @@ def _term_with_parent() -> None:
         ctypes.CDLL(None, use_errno=True).prctl(pr_set_pdeathsig, signal.SIGTERM, 0, 0, 0)
 
 
+def descendants(pid: int) -> list[int]:
+    """Every process below ``pid`` (children, their children, ...), sorted, read from ``/proc``.
+
+    A local server's helpers are below it: a count taken before and after a run shows whether
+    any process leaked.
+    """
+    parents: dict[int, int] = {}
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            stat = Path(f"/proc/{entry}/stat").read_text()
+        except OSError:
+            continue
+        # The command may hold spaces and parentheses: the fields follow the last ')'.
+        parents[int(entry)] = int(stat[stat.rindex(")") + 2 :].split()[1])
+    below, frontier = set(), {pid}
+    while frontier:
+        frontier = {p for p, parent in parents.items() if parent in frontier} - below
+        below |= frontier
+    return sorted(below)
+
+
 def find_binary(binary: str | os.PathLike[str] | None = None) -> str:
     """The ``arbor`` executable: ``binary``, else ``$ARBOR_BIN``, else ``arbor`` on ``PATH``.
 

@@ -27,10 +27,9 @@ use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
 
 use super::object::{
-    LayerId, Manifest, OBJECT_HEADER_LEN, OBJECT_MAGIC, OBJECT_VERSION, ObjectId, ObjectKind,
-    SnapshotId, Tree, object_id,
+    LayerId, Manifest, OBJECT_HEADER_LEN, ObjectId, ObjectKind, SnapshotId, Tree, object_id,
 };
-use super::{MAX_OBJECT_SIZE, Result, Store, StoreError, failpoint, fsync_dir, io_err};
+use super::{Result, Store, StoreError, failpoint, fsync_dir, io_err, object_file_header};
 
 /// The failpoint between the first rename of a publish and the rest.
 pub(crate) const RENAMED_ONE: &str = "batch.renamed-one";
@@ -106,25 +105,22 @@ impl<'a> Batch<'a> {
     /// unsynced. Nothing is left behind when it fails.
     ///
     /// # Errors
-    /// An object over [`MAX_OBJECT_SIZE`]; I/O errors.
+    /// An object over [`super::MAX_OBJECT_SIZE`]; I/O errors.
     pub fn stage(self, store: &Store) -> Result<StagedObjects> {
         let mut staged = StagedObjects {
             tmp: store.tmp_dir(),
             objects: store.root().join("objects"),
             moves: Vec::new(),
+            held: 0,
         };
         for (id, kind, payload) in &self.items {
-            let len = payload.len() as u64;
-            if len > MAX_OBJECT_SIZE {
-                return Err(StoreError::ObjectTooLarge {
-                    what: format!("new {kind:?} object"),
-                    size: len,
-                    limit: MAX_OBJECT_SIZE,
-                });
-            }
+            let header = object_file_header(*kind, payload.len())?;
             let dest = store.object_path(id);
-            let total = OBJECT_HEADER_LEN as u64 + len;
+            let total = (OBJECT_HEADER_LEN + payload.len()) as u64;
             if fs::symlink_metadata(&dest).is_ok_and(|m| m.len() == total) {
+                // Named by an earlier or a concurrent writer: its name may not
+                // be durable yet, so `sync` must still run (see there).
+                staged.held += 1;
                 continue;
             }
             let tmp = store.new_temp_path(".obj");
@@ -135,11 +131,6 @@ impl<'a> Batch<'a> {
                 .open(&tmp)
                 .map_err(io_err("create temp file", &tmp))?;
             staged.moves.push((tmp.clone(), dest));
-            let mut header = Vec::with_capacity(OBJECT_HEADER_LEN);
-            header.extend_from_slice(&OBJECT_MAGIC);
-            header.push(OBJECT_VERSION);
-            header.push(*kind as u8);
-            header.extend_from_slice(&len.to_le_bytes());
             f.write_all(&header)
                 .and_then(|()| f.write_all(payload))
                 .map_err(io_err("write temp file", &tmp))?;
@@ -156,6 +147,8 @@ pub struct StagedObjects {
     objects: PathBuf,
     /// Temp file → object path, for each object the store lacked.
     moves: Vec<(PathBuf, PathBuf)>,
+    /// Objects the store already named when staged.
+    held: usize,
 }
 
 impl StagedObjects {
@@ -170,12 +163,18 @@ impl StagedObjects {
     }
 
     /// Step 3: make every staged byte durable (one `syncfs` of the store's
-    /// filesystem; nothing to do when nothing was staged).
+    /// filesystem; nothing to do for an empty batch).
+    ///
+    /// It runs even when the store held every object: a concurrent writer
+    /// may have renamed one of them without having fsynced its directory
+    /// yet. Its rename came before this `syncfs`, which commits it, so a
+    /// snapshot listed after this never refers to a name that a power loss
+    /// could take back.
     ///
     /// # Errors
     /// When `syncfs` fails.
     pub fn sync(&self) -> Result<()> {
-        if self.moves.is_empty() {
+        if self.moves.is_empty() && self.held == 0 {
             return Ok(());
         }
         syncfs(&self.tmp)
@@ -286,5 +285,25 @@ mod tests {
         assert_eq!(fs::read_dir(store.tmp_dir()).unwrap().count(), 0);
         assert!(!store.object_path(&id).exists());
         assert!(store.fsck().unwrap().is_clean());
+    }
+
+    #[test]
+    fn a_batch_the_store_already_holds_still_syncs() {
+        let d = tempfile::tempdir().unwrap();
+        let store = Store::open(d.path(), OwnerMode::Rootless).unwrap();
+        let mut first = Batch::default();
+        first.add(ObjectKind::Blob, &b"named by another writer"[..]);
+        assert_eq!(first.commit(&store).unwrap(), 1);
+        let mut again = Batch::default();
+        again.add(ObjectKind::Blob, &b"named by another writer"[..]);
+        let held = again.stage(&store).unwrap();
+        assert!(held.is_empty());
+        // With tmp/ gone, a sync that runs fails naming it: the held object
+        // is synced, not skipped.
+        fs::remove_dir(store.tmp_dir()).unwrap();
+        let err = held.sync().unwrap_err();
+        assert!(err.to_string().contains("tmp"), "{err}");
+        // Positive control: an empty batch has nothing to sync and does not.
+        Batch::default().stage(&store).unwrap().sync().unwrap();
     }
 }

@@ -463,19 +463,9 @@ impl Store {
 
     /// Store an object (idempotent) and return its id, the blake3 of header ‖ payload.
     pub fn put(&self, kind: ObjectKind, payload: &[u8]) -> Result<ObjectId> {
-        let len = payload.len() as u64;
-        if len > MAX_OBJECT_SIZE {
-            return Err(StoreError::ObjectTooLarge {
-                what: format!("new {kind:?} object"),
-                size: len,
-                limit: MAX_OBJECT_SIZE,
-            });
-        }
+        let header = object_file_header(kind, payload.len())?;
         let mut bytes = Vec::with_capacity(OBJECT_HEADER_LEN + payload.len());
-        bytes.extend_from_slice(&OBJECT_MAGIC);
-        bytes.push(OBJECT_VERSION);
-        bytes.push(kind as u8);
-        bytes.extend_from_slice(&len.to_le_bytes());
+        bytes.extend_from_slice(&header);
         bytes.extend_from_slice(payload);
         let id = ObjectId::hash(&bytes);
         debug_assert_eq!(id, object_id(kind, payload));
@@ -718,3 +708,24 @@ pub fn validate_tree(tree: &Tree) -> Result<()> {
 
 #[cfg(test)]
 pub(crate) mod tests;
+
+/// The header of an object file holding a `len`-byte payload of `kind`.
+///
+/// # Errors
+/// [`StoreError::ObjectTooLarge`] over [`MAX_OBJECT_SIZE`].
+pub(crate) fn object_file_header(kind: ObjectKind, len: usize) -> Result<[u8; OBJECT_HEADER_LEN]> {
+    let len = len as u64;
+    if len > MAX_OBJECT_SIZE {
+        return Err(StoreError::ObjectTooLarge {
+            what: format!("new {kind:?} object"),
+            size: len,
+            limit: MAX_OBJECT_SIZE,
+        });
+    }
+    let mut header = [0u8; OBJECT_HEADER_LEN];
+    header[..4].copy_from_slice(&OBJECT_MAGIC);
+    header[4] = OBJECT_VERSION;
+    header[5] = kind as u8;
+    header[6..].copy_from_slice(&len.to_le_bytes());
+    Ok(header)
+}
