@@ -706,10 +706,7 @@ pub fn validate_tree(tree: &Tree) -> Result<()> {
     Ok(())
 }
 
-#[cfg(test)]
-pub(crate) mod tests;
-
-/// The header of an object file holding a `len`-byte payload of `kind`.
+/// [`object::object_header`] for a new object, refused over the size limit.
 ///
 /// # Errors
 /// [`StoreError::ObjectTooLarge`] over [`MAX_OBJECT_SIZE`].
@@ -722,10 +719,8 @@ pub(crate) fn object_file_header(kind: ObjectKind, len: usize) -> Result<[u8; OB
             limit: MAX_OBJECT_SIZE,
         });
     }
-    let mut header = [0u8; OBJECT_HEADER_LEN];
-    header[..4].copy_from_slice(&OBJECT_MAGIC);
-    header[4] = OBJECT_VERSION;
-    header[5] = kind as u8;
-    header[6..].copy_from_slice(&len.to_le_bytes());
-    Ok(header)
+    Ok(object::object_header(kind, len))
 }
+
+#[cfg(test)]
+pub(crate) mod tests;

@@ -60,11 +60,20 @@ impl ObjectId {
 /// stored), computed without writing anything.
 pub fn object_id(kind: ObjectKind, payload: &[u8]) -> ObjectId {
     let mut hasher = blake3::Hasher::new();
-    hasher.update(&OBJECT_MAGIC);
-    hasher.update(&[OBJECT_VERSION, kind as u8]);
-    hasher.update(&(payload.len() as u64).to_le_bytes());
+    hasher.update(&object_header(kind, payload.len() as u64));
     hasher.update(payload);
     hasher.finalize().into()
+}
+
+/// The header of an object file holding a `len`-byte payload of `kind`:
+/// magic, version, kind, little-endian length.
+pub(crate) fn object_header(kind: ObjectKind, len: u64) -> [u8; OBJECT_HEADER_LEN] {
+    let mut header = [0u8; OBJECT_HEADER_LEN];
+    header[..4].copy_from_slice(&OBJECT_MAGIC);
+    header[4] = OBJECT_VERSION;
+    header[5] = kind as u8;
+    header[6..].copy_from_slice(&len.to_le_bytes());
+    header
 }
 
 impl From<blake3::Hash> for ObjectId {
