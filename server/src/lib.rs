@@ -341,6 +341,11 @@ pub async fn serve(runtime: Runtime, cfg: ServeConfig) -> Result<(), ServeError>
         addrs.push(format!("http://{local}"));
         servers.spawn(serve_until(l, app.clone(), stop_rx.clone()));
     }
+    // Where the kernel lacks Landlock, say so once (actions still run).
+    eprintln!(
+        "arbor serve: {}",
+        arbor_runtime::sandbox::helper::landlock::describe()
+    );
     eprintln!("arbor serve: listening on {}", addrs.join(", "));
     let reaper = {
         let state = Arc::clone(&state);

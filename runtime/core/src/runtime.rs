@@ -7,7 +7,7 @@ use std::sync::{Arc, Mutex};
 
 use crate::layer::{self, Diff, MaterializeReport, OwnerMap};
 use crate::sandbox::{
-    CgroupLimits, HelperCommand, Sandbox, SandboxError, SandboxLimits, SystemView,
+    CgroupLimits, Confinement, HelperCommand, Sandbox, SandboxError, SandboxLimits, SystemView,
 };
 use crate::snapshot::Snapshot;
 use crate::store::object::{LayerId, SnapshotId};
@@ -133,6 +133,8 @@ pub struct RuntimeOptions {
     pub system: SystemView,
     /// Per-action limits.
     pub limits: SandboxLimits,
+    /// The syscall filter and Landlock of every action (both on by default).
+    pub confinement: Confinement,
     /// Cgroup limits (used when running as real root).
     pub cgroup: CgroupLimits,
     /// Host uid that is root inside (real-root mode only).
@@ -155,6 +157,7 @@ impl RuntimeOptions {
             workspace: WorkspaceChoice::from_env()?,
             system: SystemView::Host,
             limits: SandboxLimits::default(),
+            confinement: Confinement::default(),
             cgroup: CgroupLimits::default(),
             uid_base: DEFAULT_UID_BASE,
             squash_after: DEFAULT_SQUASH_AFTER,
@@ -423,6 +426,7 @@ impl Runtime {
             helper: self.helper_command()?,
             system: system.clone(),
             limits: self.options().limits.clone(),
+            confinement: self.options().confinement,
             cgroup: self.options().cgroup.clone(),
         };
         let pool = Arc::new(crate::sandbox::pool::WarmPool::new(

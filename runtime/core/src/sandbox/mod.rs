@@ -38,7 +38,7 @@ use crate::{Runtime, WorkspaceBackend};
 pub use error::{Result, SandboxError};
 pub use exec::{ExecOptions, Observation, PeerCommand, ReadOnlyMount};
 pub use process::{CgroupLimits, HelperCommand};
-pub use protocol::{ActionRoot, ListEntry, PeerResult, SandboxLimits, SystemView};
+pub use protocol::{ActionRoot, Confinement, ListEntry, PeerResult, SandboxLimits, SystemView};
 use protocol::{Request, Response, WorkspaceMount};
 pub use workspace::{ChangeKind, PathChange};
 use workspace::{Private, make_upper, record_base};

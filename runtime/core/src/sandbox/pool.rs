@@ -12,7 +12,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Condvar, Mutex};
 
 use super::process::{CgroupLimits, HelperCommand, HelperProcess};
-use super::protocol::{Request, Response, SandboxLimits, Setup, SystemView};
+use super::protocol::{Confinement, Request, Response, SandboxLimits, Setup, SystemView};
 use super::{Result, SandboxError, env};
 use crate::store::Store;
 
@@ -32,6 +32,7 @@ pub(crate) struct PrepareConfig {
     pub helper: HelperCommand,
     pub system: SystemView,
     pub limits: SandboxLimits,
+    pub confinement: Confinement,
     pub cgroup: CgroupLimits,
 }
 
@@ -67,6 +68,7 @@ pub(crate) fn prepare(config: &PrepareConfig) -> Result<Prepared> {
             system,
             hostname: env::HOSTNAME.to_owned(),
             limits: config.limits.clone(),
+            confinement: config.confinement,
         };
         match helper.request(&Request::Setup(Box::new(setup)))? {
             Response::Ok => Ok(helper),

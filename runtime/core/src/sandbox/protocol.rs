@@ -123,6 +123,27 @@ impl Default for SandboxLimits {
     }
 }
 
+/// The kernel confinements every action installs on top of its namespaces,
+/// capabilities and limits (both on by default). Turning one off is for
+/// measuring and for the escape tests' positive controls: it is an option of
+/// the host's [`crate::RuntimeOptions`], never of a request.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Confinement {
+    /// The seccomp-bpf filter (the calls it refuses: the README's table).
+    pub syscall_filter: bool,
+    /// Landlock's write rules, where the kernel has Landlock.
+    pub landlock: bool,
+}
+
+impl Default for Confinement {
+    fn default() -> Self {
+        Self {
+            syscall_filter: true,
+            landlock: true,
+        }
+    }
+}
+
 /// Everything the helper needs to build the sandbox.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Setup {
@@ -138,6 +159,9 @@ pub struct Setup {
     pub hostname: String,
     /// Resource limits.
     pub limits: SandboxLimits,
+    /// The kernel confinements of every action.
+    #[serde(default)]
+    pub confinement: Confinement,
 }
 
 /// A request from the runtime.

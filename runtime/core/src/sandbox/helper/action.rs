@@ -14,12 +14,14 @@ use nix::sys::wait::{WaitStatus, waitpid};
 use nix::unistd::{ForkResult, Pid};
 
 use super::error::{HelperError, Op, Result};
+use super::landlock;
+use super::seccomp::SyscallFilter;
 use super::session::{STATE_FD, WRAPPER};
 use super::setup::{become_image_user, confine_action, enter_action_root};
 use super::supervise::{RunningAction, Stream};
 use super::sys::{self, Linux};
 use crate::image::user::ImageUser;
-use crate::sandbox::protocol::{CHANNEL_FD, SandboxLimits};
+use crate::sandbox::protocol::{CHANNEL_FD, Confinement, SandboxLimits};
 
 /// What one process tree of an action needs to start.
 pub(super) struct ActionSpec<'a> {
@@ -42,6 +44,8 @@ pub(super) struct ActionSpec<'a> {
     pub workdir: Option<&'a str>,
     /// The ids the action runs as (the image's `User`; `None`: root).
     pub user: Option<ImageUser>,
+    /// The syscall filter and Landlock to install.
+    pub confinement: Confinement,
 }
 
 /// Move `fd` above [`STATE_FD`], so that the `dup2`s in the action (onto
@@ -76,6 +80,10 @@ struct ActionChild<'a> {
     workdir: Option<&'a str>,
     /// The ids S runs the action as.
     user: Option<ImageUser>,
+    /// The syscall filter S installs last (built before the fork).
+    filter: Option<&'static SyscallFilter>,
+    /// Whether S restricts its writes with Landlock.
+    landlock: bool,
 }
 
 impl ActionChild<'_> {
@@ -208,6 +216,20 @@ impl ActionChild<'_> {
         if nix::unistd::chdir(self.cwd.as_c_str()).is_err() {
             let _ = nix::unistd::chdir("/workspace");
         }
+        // An image build's step writes the root it builds (the workspace is
+        // the root): no write rule would be narrower than `/`.
+        if self.landlock
+            && !self.workspace_root
+            && let Err(e) = landlock::restrict_writes(self.workdir)
+        {
+            return fail("restrict writes (landlock)", &e);
+        }
+        // Last: from here on only execve and what the program itself calls.
+        if let Some(filter) = self.filter
+            && let Err(e) = filter.install()
+        {
+            return fail("install the syscall filter", &e);
+        }
         let e = sys::exec("/bin/bash", self.argv, self.env);
         fail("exec /bin/bash", &e)
     }
@@ -247,6 +269,10 @@ pub(super) fn spawn_action(root: &Path, spec: &ActionSpec<'_>) -> Result<Running
         cstring("the wrapper", WRAPPER.to_owned())?,
     ];
     let cwd = cstring("the cwd", spec.cwd.to_owned())?;
+    let filter = match spec.confinement.syscall_filter {
+        true => Some(SyscallFilter::get()?),
+        false => None,
+    };
     let child = ActionChild {
         limits: spec.limits,
         env: &env,
@@ -264,6 +290,8 @@ pub(super) fn spawn_action(root: &Path, spec: &ActionSpec<'_>) -> Result<Running
         workspace_root: spec.workspace_root,
         workdir: spec.workdir,
         user: spec.user,
+        filter,
+        landlock: spec.confinement.landlock,
     };
     // Enter the sandbox root first: clone() carries the cwd over to the
     // copy of its mount in the new mount namespace, whereas the helper's

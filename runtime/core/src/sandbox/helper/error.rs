@@ -49,6 +49,8 @@ pub enum Op {
     DropCapability,
     /// `PR_SET_NO_NEW_PRIVS`.
     NoNewPrivs,
+    /// Building the syscall filter (seccomp-bpf).
+    SyscallFilter,
     /// Writing `/proc/PID/{uid_map,gid_map,setgroups}`.
     WriteIdMap,
     /// `mkdir(2)`.
@@ -110,6 +112,7 @@ impl fmt::Display for Op {
             Self::SetRlimit => "setrlimit",
             Self::DropCapability => "drop capability",
             Self::NoNewPrivs => "no_new_privs",
+            Self::SyscallFilter => "build the syscall filter",
             Self::WriteIdMap => "write id map",
             Self::Mkdir => "mkdir",
             Self::CreateFile => "create",

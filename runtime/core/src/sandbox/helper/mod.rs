@@ -35,6 +35,8 @@ mod error;
 #[cfg(test)]
 mod fake;
 mod files;
+pub mod landlock;
+pub mod seccomp;
 mod session;
 mod setup;
 mod supervise;
@@ -219,6 +221,9 @@ impl<S: Syscalls> Helper<S> {
             &setup.system,
             &setup.hostname,
         )?;
+        if setup.confinement.landlock {
+            eprintln!("arbor-sandbox-helper: {}", landlock::describe());
+        }
         self.setup = Some(setup);
         Ok(())
     }
@@ -266,6 +271,7 @@ impl<S: Syscalls> Helper<S> {
         on_output: &mut dyn FnMut(crate::state::OutputStream, &[u8]),
     ) -> Result<ExecResult> {
         let root = self.cfg()?.root_dir.clone();
+        let confinement = self.cfg()?.confinement;
         let policed = self.policed.clone().ok_or(HelperError::NoWorkspace)?;
         let shared_tmp = req.peer.is_some();
         if shared_tmp {
@@ -310,6 +316,7 @@ impl<S: Syscalls> Helper<S> {
                         workdir: None,
                         // The peer is Arbor's (a verifier's trusted side): the sandbox's root.
                         user: None,
+                        confinement,
                     };
                     Some(spawn_action(&root, &spec)?)
                 }
@@ -330,6 +337,7 @@ impl<S: Syscalls> Helper<S> {
                     workspace_root: req.root == ActionRoot::Workspace,
                     workdir: req.workdir.as_deref(),
                     user: req.user,
+                    confinement,
                 };
                 spawn_action(&root, &spec)
             })();

@@ -438,7 +438,7 @@ fn build_system_view<S: Syscalls>(
     }
     let dev = root.join("dev");
     sys.mkdir(&dev, 0o755)?;
-    for name in ["null", "zero", "full", "random", "urandom", "tty"] {
+    for name in super::landlock::DEVICES {
         let dst = dev.join(name);
         sys.create_file(&dst)?;
         sys.mount(

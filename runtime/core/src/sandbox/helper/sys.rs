@@ -525,6 +525,21 @@ pub(super) fn set_not_dumpable() -> io::Result<()> {
         .map_err(io::Error::from)
 }
 
+/// The Landlock ABI of the running kernel (`None`: unavailable or disabled).
+pub(super) fn landlock_abi() -> Option<u32> {
+    // SAFETY: landlock_create_ruleset(NULL, 0, LANDLOCK_CREATE_RULESET_VERSION)
+    // reads no memory and returns the ABI version or -1.
+    let v = unsafe {
+        libc::syscall(
+            libc::SYS_landlock_create_ruleset,
+            std::ptr::null::<u8>(),
+            0usize,
+            1u32,
+        )
+    };
+    u32::try_from(v).ok().filter(|&v| v >= 1)
+}
+
 /// Mark the calling process dumpable again (as its `execve` would): its
 /// `/proc/PID` files are then its own, not the host root's, so it can write
 /// its own id maps (see [`super::setup::become_image_user`]).

@@ -89,6 +89,7 @@ fn setup_of(rootfs: &Path, hostname: &str) -> Setup {
         system: SystemView::Rootfs { dir: p(rootfs) },
         hostname: hostname.to_owned(),
         limits: SandboxLimits::default(),
+        confinement: Default::default(),
     }
 }
 
