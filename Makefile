@@ -20,7 +20,7 @@ export ARBOR_UPSTREAM_SDISTS ?= $(abspath $(TARGET_DIR))/upstream-sdists
 # The S3-compatible server the remote tests start (.ci/prerequisites builds it).
 export ARBOR_S3_SERVER ?= $(abspath $(TARGET_DIR))/tools/bin/s3s-fs
 
-.PHONY: demo test test-unprivileged bench bench-llm bench-bundle bench-fleet bench-memory prerequisites experiment experiment-credit
+.PHONY: demo test test-unprivileged fuzz bench bench-llm bench-bundle bench-fleet bench-memory prerequisites experiment experiment-credit
 
 heading = @printf '\n\033[1m==> %s\033[0m\n' "$(1)"
 
@@ -103,6 +103,13 @@ bench-memory: prerequisites
 	$(CARGO) build --release -p arbor -p arbor-runtime --bins
 	$(call heading,benches/memory.py (PSS, RSS and kernel memory per sandbox))
 	.venv/bin/python benches/memory.py --arbor $(abspath $(TARGET_DIR))/release/arbor
+
+# The cargo-fuzz targets (fuzz/): every decoder of data Arbor does not
+# control, each for FUZZ_SECONDS (default 20) from its seeds; not yet part of
+# `make test` (the nightly build with coverage adds about 12 minutes).
+fuzz:
+	$(call heading,fuzz/run (cargo-fuzz, libFuzzer, FUZZ_SECONDS=$${FUZZ_SECONDS:-20} per target))
+	@fuzz/run
 
 # Criterion benches (benches/); the README's performance figures come from here.
 # compare (the alternatives side by side) writes target/arbor-bench/compare.md,

@@ -47,6 +47,8 @@ pub mod asynchronous;
 pub mod bundle;
 mod cleanup;
 pub mod digest;
+#[doc(hidden)]
+pub mod fuzzing;
 pub mod image;
 pub mod layer;
 pub mod parallel;

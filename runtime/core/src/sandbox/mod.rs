@@ -16,7 +16,7 @@
 //! `..` planted by the agent never makes the runtime read or write a host path.
 
 mod channel;
-mod declare;
+pub(crate) mod declare;
 pub mod egress;
 pub mod env;
 mod error;

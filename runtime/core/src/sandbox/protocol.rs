@@ -453,8 +453,19 @@ pub fn read_frame<R: Read, T: for<'de> Deserialize<'de>>(r: &mut R) -> io::Resul
             format!("frame of {len} bytes exceeds the {MAX_FRAME}-byte limit"),
         ));
     }
-    let mut body = vec![0u8; len];
-    r.read_exact(&mut body)?;
+    // Grown as the bytes arrive, not allocated at the declared length: a
+    // frame header alone does not cost 64 MiB.
+    let mut body = Vec::with_capacity(len.min(64 << 10));
+    r.take(len as u64).read_to_end(&mut body)?;
+    if body.len() < len {
+        return Err(io::Error::new(
+            io::ErrorKind::UnexpectedEof,
+            format!(
+                "the stream ended {} bytes into a {len}-byte frame",
+                body.len()
+            ),
+        ));
+    }
     serde_json::from_slice(&body)
         .map(Some)
         .map_err(|e| io::Error::new(io::ErrorKind::InvalidData, e))
@@ -541,5 +552,13 @@ mod tests {
         big.extend_from_slice(&u32::MAX.to_le_bytes());
         let err = read_frame::<_, Request>(&mut &big[..]).unwrap_err();
         assert!(err.to_string().contains("exceeds"), "{err}");
+
+        // A frame cut short is an EOF naming how far it got (the reader
+        // grows its buffer as bytes arrive, so the claim costs nothing).
+        let mut cut = ((MAX_FRAME) as u32).to_le_bytes().to_vec();
+        cut.extend_from_slice(b"{\"ty");
+        let err = read_frame::<_, Request>(&mut &cut[..]).unwrap_err();
+        assert_eq!(err.kind(), io::ErrorKind::UnexpectedEof);
+        assert!(err.to_string().contains("4 bytes into"), "{err}");
     }
 }

@@ -37,7 +37,7 @@ mod fake;
 mod files;
 pub mod landlock;
 pub mod seccomp;
-mod session;
+pub(crate) mod session;
 mod setup;
 mod supervise;
 pub(crate) mod sys;

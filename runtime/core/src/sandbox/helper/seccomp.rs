@@ -356,9 +356,9 @@ mod tests {
 
     #[test]
     fn the_readme_lists_every_denied_call() {
-        let readme =
-            std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../../README.md"))
-                .unwrap();
+        // Read at compile time: the unprivileged run of the test binaries
+        // cannot reach the checkout.
+        let readme = include_str!(concat!(env!("CARGO_MANIFEST_DIR"), "/../../README.md"));
         let missing: Vec<&str> = DENIED
             .iter()
             .flat_map(|g| g.calls.iter().map(|c| c.0))

@@ -26,7 +26,7 @@ builtin eval "$__arbor_cmd"
 const SHELL_OWNED_VARS: &[&str] = &["PWD", "OLDPWD", "SHLVL", "_", "__arbor_cmd", "__arbor_rc"];
 
 /// The first line of G's report: `exit N` or `signal N`.
-pub(super) fn parse_status(line: &str) -> Option<ExitStatus> {
+pub(crate) fn parse_status(line: &str) -> Option<ExitStatus> {
     let (kind, n) = line.split_once(' ')?;
     let n: i32 = n.trim().parse().ok()?;
     match kind {
@@ -38,7 +38,7 @@ pub(super) fn parse_status(line: &str) -> Option<ExitStatus> {
 
 /// Parse `cwd\0` + `declare -px` output into session state relative to
 /// the fixed environment.
-pub(super) fn parse_session(data: &[u8], fixed: &[(String, String)]) -> Option<SessionState> {
+pub(crate) fn parse_session(data: &[u8], fixed: &[(String, String)]) -> Option<SessionState> {
     let nul = data.iter().position(|&b| b == 0)?;
     let cwd = String::from_utf8(data[..nul].to_vec()).ok()?;
     if !cwd.starts_with('/') {
