@@ -297,6 +297,12 @@ impl BenchEnv {
     /// Open a runtime on a fresh temporary store whose sandboxes are driven
     /// by `helper` (a binary calling `arbor_runtime::sandbox::helper::main`).
     pub fn open(helper: &Path) -> Result<Self> {
+        Self::open_with(helper, |_| {})
+    }
+
+    /// [`BenchEnv::open`] with `configure` applied to the runtime's options
+    /// (e.g. the confinement turned off, for a baseline).
+    pub fn open_with(helper: &Path, configure: impl FnOnce(&mut RuntimeOptions)) -> Result<Self> {
         ensure!(
             helper.is_file(),
             "the sandbox helper {} does not exist",
@@ -319,6 +325,7 @@ impl BenchEnv {
             program: helper.to_owned(),
             args: Vec::new(),
         });
+        configure(&mut options);
         let runtime = Runtime::open(options).context("open the runtime")?;
         Ok(Self { runtime, dir })
     }
