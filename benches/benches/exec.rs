@@ -12,36 +12,20 @@
 use std::path::Path;
 use std::process::Command;
 
-use arbor_benches::{BenchEnv, GroupTiming, Workloads};
-use arbor_runtime::{ExecOptions, Sandbox};
+use arbor_benches::{GroupTiming, OpenSandbox};
+use arbor_runtime::ExecOptions;
 use criterion::{Criterion, criterion_group, criterion_main};
 
 const HELPER: &str = env!("CARGO_BIN_EXE_arbor-bench-helper");
 
-/// An open sandbox on the small workspace. Fields drop in order: the
-/// sandbox before the store it lives in.
-struct Fixture {
-    sandbox: Sandbox,
-    _env: BenchEnv,
-}
-
-impl Fixture {
-    fn new() -> Self {
-        let env = BenchEnv::open(Path::new(HELPER)).expect("open a bench runtime");
-        let (snapshot, _src) = env
-            .import_workload(&Workloads::current().small)
-            .expect("generate and import the workload");
-        let sandbox = snapshot.open().expect("open a sandbox");
-        Self { sandbox, _env: env }
-    }
-}
-
 fn exec_true(c: &mut Criterion) {
     let mut group = GroupTiming::DEFAULT.group(c, "exec");
-    let mut fixture: Option<Fixture> = None;
+    let mut fixture: Option<OpenSandbox> = None;
     let options = ExecOptions::default();
     group.bench_function("sandbox_true", |b| {
-        let sandbox = &mut fixture.get_or_insert_with(Fixture::new).sandbox;
+        let sandbox = &mut fixture
+            .get_or_insert_with(|| OpenSandbox::new(Path::new(HELPER), |_| {}))
+            .sandbox;
         b.iter(|| {
             let obs = sandbox
                 .exec("true", &options)

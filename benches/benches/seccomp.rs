@@ -10,27 +10,12 @@
 
 use std::path::Path;
 
-use arbor_benches::{BenchEnv, GroupTiming, Workloads, quick_mode};
+use arbor_benches::{GroupTiming, OpenSandbox, quick_mode};
+use arbor_runtime::ExecOptions;
 use arbor_runtime::sandbox::Confinement;
-use arbor_runtime::{ExecOptions, Sandbox};
 use criterion::{Criterion, criterion_group, criterion_main};
 
 const HELPER: &str = env!("CARGO_BIN_EXE_arbor-bench-helper");
-
-struct Fixture {
-    sandbox: Sandbox,
-    _env: BenchEnv,
-}
-
-fn fixture(confinement: Confinement) -> Fixture {
-    let env = BenchEnv::open_with(Path::new(HELPER), |o| o.confinement = confinement)
-        .expect("open a bench runtime");
-    let (snapshot, _src) = env
-        .import_workload(&Workloads::current().small)
-        .expect("generate and import the workload");
-    let sandbox = snapshot.open().expect("open a sandbox");
-    Fixture { sandbox, _env: env }
-}
 
 fn dd_bs1(c: &mut Criterion) {
     let count = if quick_mode() { 10_000 } else { 200_000 };
@@ -47,9 +32,13 @@ fn dd_bs1(c: &mut Criterion) {
             },
         ),
     ] {
-        let mut f: Option<Fixture> = None;
+        let mut f: Option<OpenSandbox> = None;
         group.bench_function(name, |b| {
-            let sandbox = &mut f.get_or_insert_with(|| fixture(confinement)).sandbox;
+            let sandbox = &mut f
+                .get_or_insert_with(|| {
+                    OpenSandbox::new(Path::new(HELPER), |o| o.confinement = confinement)
+                })
+                .sandbox;
             b.iter(|| {
                 let obs = sandbox.exec(&command, &options).expect("exec dd");
                 assert_eq!(

@@ -18,7 +18,7 @@ use std::time::Duration;
 
 use anyhow::{Context, Result, bail, ensure};
 use arbor_runtime::sandbox::HelperCommand;
-use arbor_runtime::{Runtime, RuntimeOptions, Snapshot};
+use arbor_runtime::{Runtime, RuntimeOptions, Sandbox, Snapshot};
 
 /// Environment variable that forces the quick (small sizes) mode.
 pub const QUICK_ENV: &str = "ARBOR_BENCH_QUICK";
@@ -281,6 +281,28 @@ pub fn generate_workspace(dir: &Path, spec: &WorkloadSpec) -> Result<WorkspaceSt
         dirs,
         bytes,
     })
+}
+
+/// A sandbox open on the small workload, on its own bench runtime. Fields
+/// drop in order: the sandbox before the store it lives in.
+#[derive(Debug)]
+pub struct OpenSandbox {
+    /// The sandbox.
+    pub sandbox: Sandbox,
+    _env: BenchEnv,
+}
+
+impl OpenSandbox {
+    /// Open one on a runtime made by [`BenchEnv::open_with`]; panics with
+    /// the step that failed (benches have no caller to return to).
+    pub fn new(helper: &Path, configure: impl FnOnce(&mut RuntimeOptions)) -> Self {
+        let env = BenchEnv::open_with(helper, configure).expect("open a bench runtime");
+        let (snapshot, _src) = env
+            .import_workload(&Workloads::current().small)
+            .expect("generate and import the workload");
+        let sandbox = snapshot.open().expect("open a sandbox");
+        Self { sandbox, _env: env }
+    }
 }
 
 /// A runtime on a fresh store in a temporary directory, with scratch space

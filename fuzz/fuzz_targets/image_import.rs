@@ -4,7 +4,6 @@
 #![no_main]
 
 use arbor_runtime::image::ImageImport;
-use arbor_runtime::layer::UntarLimits;
 use libfuzzer_sys::fuzz_target;
 
 fuzz_target!(|data: &[u8]| {
@@ -15,10 +14,7 @@ fuzz_target!(|data: &[u8]| {
     let before = rt.store().image_names().unwrap();
     let opts = ImageImport {
         name: None,
-        limits: UntarLimits {
-            max_bytes: 8 << 20,
-            max_entries: 10_000,
-        },
+        limits: arbor_fuzz::UNTAR_LIMITS,
     };
     match rt.import_image(&file, &opts) {
         Ok(imported) => {

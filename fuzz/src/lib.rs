@@ -32,3 +32,51 @@ pub fn fresh_dir() -> tempfile::TempDir {
         .tempdir_in(scratch())
         .expect("a case directory")
 }
+
+/// The bounds the archive targets unpack under: small, so one input cannot
+/// fill the disk.
+pub const UNTAR_LIMITS: arbor_runtime::layer::UntarLimits = arbor_runtime::layer::UntarLimits {
+    max_bytes: 8 << 20,
+    max_entries: 10_000,
+};
+
+/// A destination directory for an archive, with an empty sibling: after
+/// unpacking, [`Contained::check`] fails when anything was written beside
+/// the destination (`../`, links and symlinks out).
+pub struct Contained {
+    case: tempfile::TempDir,
+    /// The (initially empty) destination.
+    pub dest: PathBuf,
+}
+
+impl Default for Contained {
+    fn default() -> Self {
+        let case = fresh_dir();
+        let dest = case.path().join("dest");
+        std::fs::create_dir(&dest).unwrap();
+        std::fs::create_dir(case.path().join("beside")).unwrap();
+        Self { case, dest }
+    }
+}
+
+impl Contained {
+    /// Panic when anything appeared beside the destination.
+    pub fn check(&self) {
+        let beside: Vec<_> = std::fs::read_dir(self.case.path().join("beside"))
+            .unwrap()
+            .collect();
+        assert!(
+            beside.is_empty(),
+            "written beside the destination: {beside:?}"
+        );
+        let around: Vec<_> = std::fs::read_dir(self.case.path())
+            .unwrap()
+            .map(|e| e.unwrap().file_name())
+            .collect();
+        assert_eq!(
+            around.len(),
+            2,
+            "written next to the destination: {around:?}"
+        );
+    }
+}

@@ -4,7 +4,7 @@
 use std::path::{Path, PathBuf};
 
 use arbor_runtime::sandbox::HelperCommand;
-use arbor_runtime::{Runtime, RuntimeOptions};
+use arbor_runtime::{ExecOptions, Observation, Runtime, RuntimeOptions, Sandbox};
 
 /// A runtime over a fresh store in a temporary directory (kept alive by the
 /// returned guard).
@@ -17,6 +17,14 @@ pub struct TestRuntime {
 }
 
 impl TestRuntime {
+    /// A sandbox open on a [`sample_workspace`] imported from
+    /// `scratch("src")`.
+    pub fn sample_sandbox(&self) -> Sandbox {
+        let src = self.scratch("src");
+        sample_workspace(&src);
+        self.runtime.import(&src, None).unwrap().open().unwrap()
+    }
+
     /// The store directory.
     pub fn home(&self) -> PathBuf {
         self.dir.path().join("home")
@@ -104,6 +112,12 @@ pub fn runtime(helper: &Path) -> TestRuntime {
     let home = dir.path().join("home");
     let runtime = Runtime::open(options(&home, helper)).expect("open runtime");
     TestRuntime { runtime, dir }
+}
+
+/// Run `cmd` in `sb` with a 30 s timeout; an action that cannot run at all
+/// panics.
+pub fn run(sb: &mut Sandbox, cmd: &str) -> Observation {
+    sb.exec(cmd, &ExecOptions::with_timeout_ms(30_000)).unwrap()
 }
 
 /// Write a small sample workspace: a few files, a nested directory, a symlink.

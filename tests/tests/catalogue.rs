@@ -5,24 +5,14 @@
 
 use std::path::Path;
 
-use arbor_runtime::ExecOptions;
+use arbor_tests::run;
 
 const HELPER: &str = env!("CARGO_BIN_EXE_arbor-test-helper");
-
-fn sandbox(t: &arbor_tests::TestRuntime) -> arbor_runtime::Sandbox {
-    let src = t.scratch("src");
-    arbor_tests::sample_workspace(&src);
-    t.runtime.import(&src, None).unwrap().open().unwrap()
-}
-
-fn run(sb: &mut arbor_runtime::Sandbox, cmd: &str) -> arbor_runtime::Observation {
-    sb.exec(cmd, &ExecOptions::with_timeout_ms(30_000)).unwrap()
-}
 
 #[test]
 fn descriptor_exhaustion_stops_at_the_limit_and_the_sandbox_survives() {
     let t = arbor_tests::runtime(Path::new(HELPER));
-    let mut sb = sandbox(&t);
+    let mut sb = t.sample_sandbox();
     let limit = run(&mut sb, "ulimit -n");
     assert_eq!(limit.stdout_text(), "1024\n");
     let obs = run(
@@ -48,7 +38,7 @@ fn descriptor_exhaustion_stops_at_the_limit_and_the_sandbox_survives() {
 #[test]
 fn device_nodes_cannot_be_made_and_setuid_gains_nothing() {
     let t = arbor_tests::runtime(Path::new(HELPER));
-    let mut sb = sandbox(&t);
+    let mut sb = t.sample_sandbox();
     // Positive control: a node kind that is no device is made in /tmp.
     let fifo = run(
         &mut sb,

@@ -9,23 +9,14 @@ use std::path::Path;
 
 use arbor_runtime::ExecOptions;
 use arbor_runtime::store::object::ExitStatus;
+use arbor_tests::run;
 
 const HELPER: &str = env!("CARGO_BIN_EXE_arbor-test-helper");
-
-fn sandbox(t: &arbor_tests::TestRuntime) -> arbor_runtime::Sandbox {
-    let src = t.scratch("src");
-    arbor_tests::sample_workspace(&src);
-    t.runtime.import(&src, None).unwrap().open().unwrap()
-}
-
-fn run(sb: &mut arbor_runtime::Sandbox, cmd: &str) -> arbor_runtime::Observation {
-    sb.exec(cmd, &ExecOptions::with_timeout_ms(30_000)).unwrap()
-}
 
 #[test]
 fn writes_outside_workspace_and_tmp_fail() {
     let t = arbor_tests::runtime(Path::new(HELPER));
-    let mut sb = sandbox(&t);
+    let mut sb = t.sample_sandbox();
     let ok = run(
         &mut sb,
         "echo a > /workspace/ok && echo b > /tmp/ok && echo fine",
@@ -71,7 +62,7 @@ fn network_is_loopback_only() {
     assert_eq!(buf, "host-secret\n");
 
     let t = arbor_tests::runtime(Path::new(HELPER));
-    let mut sb = sandbox(&t);
+    let mut sb = t.sample_sandbox();
     let obs = run(
         &mut sb,
         &format!("timeout 5 bash -c 'cat < /dev/tcp/127.0.0.1/{port}' 2>&1; echo rc=$?"),
@@ -106,7 +97,7 @@ fn network_is_loopback_only() {
 #[test]
 fn host_processes_are_invisible() {
     let t = arbor_tests::runtime(Path::new(HELPER));
-    let mut sb = sandbox(&t);
+    let mut sb = t.sample_sandbox();
     let obs = run(
         &mut sb,
         "ls /proc | grep -E '^[0-9]+$' | wc -l; cat /proc/1/cmdline | tr '\\0' ' '",
@@ -137,7 +128,7 @@ fn host_processes_are_invisible() {
 #[test]
 fn the_action_cannot_reach_its_init_or_the_helpers_descriptors() {
     let t = arbor_tests::runtime(Path::new(HELPER));
-    let mut sb = sandbox(&t);
+    let mut sb = t.sample_sandbox();
     let obs = run(
         &mut sb,
         "echo \"self $$\"
@@ -186,7 +177,7 @@ fn host_paths_are_not_visible() {
     let t = arbor_tests::runtime(Path::new(HELPER));
     let canary = t.scratch("host-canary.txt");
     std::fs::write(&canary, "canary").unwrap();
-    let mut sb = sandbox(&t);
+    let mut sb = t.sample_sandbox();
     let project = env!("CARGO_MANIFEST_DIR");
     let store = t.home();
     let obs = run(&mut sb, "test -x /usr/bin/bash && echo control-ok");
@@ -221,7 +212,7 @@ fn host_paths_are_not_visible() {
 #[test]
 fn fork_bomb_is_contained() {
     let t = arbor_tests::runtime(Path::new(HELPER));
-    let mut sb = sandbox(&t);
+    let mut sb = t.sample_sandbox();
     let limit = run(&mut sb, "ulimit -u");
     assert_eq!(limit.stdout_text(), "512\n");
     let started = std::time::Instant::now();
@@ -259,7 +250,7 @@ fn a_peer_shares_the_channel_and_files_but_nothing_else() {
     std::fs::create_dir_all(&checks_dir).unwrap();
     std::fs::write(checks_dir.join("secret.txt"), "hidden\n").unwrap();
     let checks = t.runtime.import(&checks_dir, None).unwrap();
-    let mut sb = sandbox(&t);
+    let mut sb = t.sample_sandbox();
     let mut opts = ExecOptions::with_timeout_ms(30_000);
     opts.mounts = vec![arbor_runtime::sandbox::ReadOnlyMount::new(&checks, "verifier").unwrap()];
     opts.env = vec![("MAIN_ONLY".into(), "main-secret".into())];
